@@ -1,0 +1,32 @@
+# uwbench: every target is one line. `make demo` and `make test` work alone on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-slow lint bench mlflow-ui clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV) && $(PY) -m pip install -q torch==2.13.0 && $(PY) -m pip install -q -e '.[dev]' && touch $(STAMP)
+
+demo: install
+	$(PY) -m uwbench demo
+
+test: install
+	$(PY) -m pytest -q -m "not slow and not gpu"
+
+test-slow: install
+	$(PY) -m pytest -q -m "slow"
+
+lint: install
+	$(PY) -m compileall -q uwbench tests benchmarks && $(PY) -m uwbench validate studies/*.yaml
+
+bench: install
+	$(PY) -m uwbench bench
+
+mlflow-ui: install
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
+
+clean:
+	rm -rf runs .pytest_cache build *.egg-info && find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,61 @@
+import subprocess
+import sys
+
+import pytest
+
+from uwbench.cli import main
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "uwbench", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_help_lists_commands_without_importing_torch():
+    code = ("import sys; from uwbench.cli import build_parser; build_parser().format_help(); "
+            "print('torch' in sys.modules, 'mlflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+    help_text = run_cli("--help").stdout
+    for command in ("train", "ls", "demo"):
+        assert command in help_text
+
+
+def test_ls_lists_tasks_models_controllers(capsys):
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    for name in ("copy", "reverse", "double", "add", "max", "lstm", "ln_lstm", "gru", "rnn"):
+        assert name in out
+
+
+def test_unknown_task_is_a_clear_error(capsys):
+    assert main(["train", "--task", "cpy", "--model", "lstm"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'cpy'" in err and "Did you mean 'copy'" in err
+
+
+def test_bad_set_key_is_a_clear_error(capsys):
+    assert main(["train", "--task", "copy", "--model", "lstm", "--set", "model.hiden_size=3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'hiden_size'" in err and "Did you mean 'hidden_size'" in err
+
+
+def test_memory_flag_on_a_model_without_memory_is_refused(capsys):
+    assert main(["train", "--task", "copy", "--model", "lstm", "--memory-size", "4"]) == 2
+    assert "unknown key 'memory_size'" in capsys.readouterr().err
+
+
+def test_train_records_a_finished_run(tracking_uri, capsys):
+    import mlflow
+
+    code = main(["train", "--task", "copy", "--model", "lstm", "--seq-len", "4", "--steps", "20",
+                 "--eval-every", "10", "--hidden-size", "16", "--tracking-uri", tracking_uri,
+                 "--experiment", "cli", "--no-progress", "--set", "task.test_size=64"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "test accuracy:" in out and "MLflow run id:" in out
+    mlflow.set_tracking_uri(tracking_uri)
+    df = mlflow.search_runs(experiment_names=["cli"])
+    assert len(df) == 1 and df.iloc[0]["status"] == "FINISHED"
+    assert df.iloc[0]["tags.model"] == "lstm" and df.iloc[0]["tags.task"] == "copy"
+    assert df.iloc[0]["tags.git_sha"]

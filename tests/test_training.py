@@ -1,0 +1,134 @@
+import os
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from uwbench.models.base import Seq2SeqModel
+from uwbench.registry import MODELS
+from uwbench.training.loop import Pruned, clip_gradients, load_checkpoint, train
+
+
+@dataclass
+class NaNAfterConfig:
+    after: int = 3  # forward calls before the output turns NaN
+
+
+class NaNAfter(Seq2SeqModel):
+    """Test-only model: a linear read-out whose output becomes NaN after ``after`` training calls."""
+
+    def __init__(self, cfg, input_size, output_size):
+        super().__init__()
+        self.cfg = cfg
+        self.w = torch.nn.Linear(input_size, output_size)
+        self.calls = 0
+
+    def forward(self, inputs, decoder_inputs, lengths=None):
+        if self.training:
+            self.calls += 1
+        out = self.w(decoder_inputs + inputs[:, -1:])  # (B, Td, O)
+        return out * float("nan") if self.calls > self.cfg.after else out
+
+
+if "test_nan_after" not in MODELS:
+    MODELS.register("test_nan_after", config=NaNAfterConfig)(
+        lambda cfg, input_size, output_size, task=None: NaNAfter(cfg, input_size, output_size))
+
+TINY = {"task": {"name": "copy", "seq_len": 5, "test_size": 128},
+        "model": {"name": "lstm", "hidden_size": 64},
+        "train": {"steps": 600, "batch_size": 32, "lr": 1e-2, "eval_every": 100, "eval_batches": 2, "seed": 0}}
+
+
+def test_lstm_learns_copy_t5():
+    result = train(TINY, progress=False)
+    assert result.status == "finished"
+    assert result.test >= 0.90, result.history
+    assert result.history["eval_accuracy"][-1] > result.history["eval_accuracy"][0]
+    assert result.seconds_per_100 > 0 and result.best_step in result.history["step"]
+
+
+def test_same_seed_same_result_other_seed_differs():
+    cfg = {**TINY, "train": {**TINY["train"], "steps": 30, "eval_every": 10}}
+    a, b = train(cfg, progress=False), train(cfg, progress=False)
+    assert a.history["train_loss"] == b.history["train_loss"] and a.test == b.test
+    other = {**cfg, "train": {**cfg["train"], "seed": 1}}
+    assert train(other, progress=False).history["train_loss"] != a.history["train_loss"]
+
+
+def test_run_is_recorded_and_readable_with_search_runs(tracking_uri):
+    import mlflow
+
+    from uwbench.tracking.mlflow import Run
+
+    cfg = {**TINY, "train": {**TINY["train"], "steps": 20, "eval_every": 10}}
+    run = Run("unit", run_name="r1", tags={"task": "copy", "seed": 0}, uri=tracking_uri)
+    result = train(cfg, run=run, progress=False)
+    mlflow.set_tracking_uri(tracking_uri)
+    df = mlflow.search_runs(experiment_names=["unit"])
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["status"] == "FINISHED" and row["run_id"] == result.run_id
+    assert row["params.task.seq_len"] == "5" and row["params.model.hidden_size"] == "64"
+    assert row["params.train.clip_mode"] == "per_tensor"  # defaults recorded too
+    assert row["tags.status"] == "finished" and row["tags.seed"] == "0"
+    assert row["metrics.test_accuracy"] == pytest.approx(result.test)
+    history = mlflow.tracking.MlflowClient(tracking_uri).get_metric_history(result.run_id, "eval_accuracy")
+    assert [m.step for m in history] == [10, 20]
+    # the best checkpoint is an artifact and loads with weights_only=True
+    path = mlflow.tracking.MlflowClient(tracking_uri).download_artifacts(result.run_id, "checkpoint/best.pt")
+    state = load_checkpoint(path)
+    assert "w_y" in state
+
+
+def test_nan_loss_marks_the_run_failed_and_keeps_what_was_recorded(tracking_uri):
+    import mlflow
+
+    from uwbench.tracking.mlflow import Run
+
+    cfg = {"task": {"name": "copy", "seq_len": 4}, "model": {"name": "test_nan_after", "after": 25},
+           "train": {"steps": 100, "batch_size": 8, "eval_every": 10, "eval_batches": 1}}
+    run = Run("unit-nan", uri=tracking_uri)
+    result = train(cfg, run=run, progress=False)
+    assert result.status == "failed"
+    assert "update 26" in result.error and "lower lr" in result.error
+    mlflow.set_tracking_uri(tracking_uri)
+    row = mlflow.search_runs(experiment_names=["unit-nan"]).iloc[0]
+    assert row["status"] == "FAILED" and row["tags.status"] == "failed"
+    assert "nan" in row["tags.error"].lower()
+    history = mlflow.tracking.MlflowClient(tracking_uri).get_metric_history(row["run_id"], "train_loss")
+    assert [m.step for m in history] == [10, 20]  # what came before the divergence is kept
+
+
+def test_report_callback_can_prune():
+    seen = []
+
+    def report(step, value):
+        seen.append(step)
+        if step >= 20:
+            raise Pruned()
+
+    cfg = {**TINY, "train": {**TINY["train"], "steps": 100, "eval_every": 10}}
+    with pytest.raises(Pruned):
+        train(cfg, report=report, progress=False)
+    assert seen == [10, 20]
+
+
+def test_per_tensor_clipping_bounds_each_tensor_and_global_bounds_the_total():
+    a = torch.nn.Parameter(torch.zeros(3))
+    b = torch.nn.Parameter(torch.zeros(2))
+    a.grad, b.grad = torch.tensor([30.0, 40.0, 0.0]), torch.tensor([0.3, 0.4])
+    clip_gradients([a, b], 10.0, "per_tensor")
+    assert a.grad.norm() == pytest.approx(10.0, rel=1e-5)
+    assert b.grad.norm() == pytest.approx(0.5)  # under the threshold: untouched
+    a.grad, b.grad = torch.tensor([30.0, 40.0, 0.0]), torch.tensor([0.3, 0.4])
+    clip_gradients([a, b], 10.0, "global")
+    total = torch.cat([a.grad, b.grad]).norm()
+    assert total == pytest.approx(10.0, rel=1e-5)
+
+
+def test_cuda_request_without_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    cfg = {**TINY, "train": {**TINY["train"], "device": "cuda"}}
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        train(cfg, progress=False)

@@ -1,0 +1,5 @@
+import sys
+
+from uwbench.cli import main
+
+sys.exit(main())

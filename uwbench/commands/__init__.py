@@ -1,0 +1,1 @@
+"""One module per ``uwbench`` sub-command (see ``uwbench.cli``)."""

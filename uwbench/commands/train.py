@@ -1,0 +1,91 @@
+"""`uwbench train`: one training run, recorded in MLflow."""
+from __future__ import annotations
+
+HELP = "train one model on one task and record the run in MLflow"
+
+# CLI flag -> (run-config section, key). Flags left unset keep the component's own default.
+FLAG_KEYS = {
+    "seq_len": ("task", "seq_len"),
+    "hidden_size": ("model", "hidden_size"),
+    "controller": ("model", "controller"),
+    "memory_size": ("model", "memory_size"),
+    "writer": ("model", "writer"),
+    "cache_size": ("model", "cache_size"),
+    "steps": ("train", "steps"),
+    "batch_size": ("train", "batch_size"),
+    "lr": ("train", "lr"),
+    "clip": ("train", "clip"),
+    "eval_every": ("train", "eval_every"),
+    "seed": ("train", "seed"),
+    "device": ("train", "device"),
+    "threads": ("train", "threads"),
+}
+
+DEFAULT_EXPERIMENT = "uwbench-train"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--task", required=True, help="task name (see `uwbench ls`)")
+    p.add_argument("--model", required=True, help="model name (see `uwbench ls`)")
+    p.add_argument("--seq-len", type=int, help="input length T (synthetic tasks)")
+    p.add_argument("--hidden-size", type=int, help="controller units H")
+    p.add_argument("--controller", help="ln_lstm | lstm | gru | rnn")
+    p.add_argument("--memory-size", type=int, help="memory slots D (memory models)")
+    p.add_argument("--writer", help="regular | uniform | cached_uniform | random (memory models)")
+    p.add_argument("--cache-size", type=int, help="CUW interval and cache length L")
+    p.add_argument("--steps", type=int, help="parameter updates")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float, help="learning rate")
+    p.add_argument("--clip", type=float, help="gradient clipping threshold")
+    p.add_argument("--eval-every", type=int, help="evaluate every N updates")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", help="cpu | cuda | cuda:N | auto")
+    p.add_argument("--threads", type=int, help="torch intra-op threads")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="any other setting, e.g. --set model.word_size=32 (repeatable)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
+    p.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="MLflow experiment name")
+    p.add_argument("--run-name", help="MLflow run name")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_config_from_args(args) -> dict:
+    from uwbench.config import merge, parse_assignments
+
+    flags: dict = {"task": {"name": args.task}, "model": {"name": args.model}}
+    for flag, (section, key) in FLAG_KEYS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+    return merge(flags, parse_assignments(args.assignments))
+
+
+def run(args) -> int:
+    from uwbench.tracking.mlflow import Run, git_sha
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import train
+
+    config = run_config_from_args(args)
+    resolved = resolve_run(config)  # validate before anything is recorded
+    model_cfg = resolved.as_dict()["model"]
+    tags = {
+        "task": resolved.task_name,
+        "model": resolved.model_name,
+        "writer": model_cfg.get("writer", "none"),
+        "memory_size": model_cfg.get("memory_size", 0),
+        "seed": resolved.train.seed,
+        "git_sha": git_sha(),
+        "role": "single",
+    }
+    name = args.run_name or f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{resolved.train.seed}"
+    mlrun = Run(args.experiment, run_name=name, tags=tags, uri=args.tracking_uri)
+    result = train(config, run=mlrun, progress=not args.no_progress)
+    if result.status != "finished":
+        print(f"run FAILED: {result.error}")
+        print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
+        return 1
+    print(f"test {result.metric}: {result.test:.4f}  (best eval {result.best_eval:.4f} at update {result.best_step}; "
+          f"{result.seconds_per_100:.2f} s per 100 updates; {result.num_parameters:,} parameters)")
+    print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
+    print("See it with `make mlflow-ui` (http://127.0.0.1:5000).")
+    return 0

@@ -1,0 +1,26 @@
+"""Process environment hygiene (stack notes §10.3): set once, never override what the user set."""
+from __future__ import annotations
+
+import os
+
+DEFAULTS = {
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "true",
+    "MPLBACKEND": "Agg",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+}
+
+
+def apply() -> None:
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
+
+
+def runs_dir() -> str:
+    """Where local MLflow data, Optuna journals and checkpoints go (default ./runs)."""
+    return os.path.abspath(os.environ.get(RUNS_DIR_ENV, "runs"))

@@ -1,0 +1,60 @@
+"""The recurrent baseline ("LSTM" in the paper's tables): a controller alone in the seq2seq frame.
+
+Encoder then decoder with one controller; output y_t = clip(h_t W_y, +-20) with no bias (reference
+§2.2, D9). The paper's LSTM row is the layer-norm LSTM with H=125 (reference §5.2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
+from uwbench.models.controllers import build_controller
+from uwbench.registry import MODELS
+
+
+@dataclass
+class LSTMBaselineConfig:
+    hidden_size: int = 125
+    controller: str = "ln_lstm"
+
+    def __post_init__(self):
+        if self.hidden_size < 1:
+            raise ValueError(f"`hidden_size >= 1` must hold, got {self.hidden_size}")
+
+
+def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int = 0):
+    """Run ``controller`` over precomputed input projections gx (B, T, G); return outputs (B, T, H)
+    and the final state. With ``lengths`` (B,), a sample's state stops changing after its last step."""
+    outs = []
+    for t in range(gx.shape[1]):
+        h, new_state = controller.step(gx[:, t], state)
+        if lengths is not None:
+            live = (lengths > start + t).unsqueeze(-1)  # (B, 1)
+            new_state = tuple(torch.where(live, n, o) for n, o in zip(new_state, state))
+            h = new_state[0]
+        state = new_state
+        outs.append(h)
+    return torch.stack(outs, dim=1), state
+
+
+class LSTMBaseline(Seq2SeqModel):
+    def __init__(self, cfg: LSTMBaselineConfig, input_size: int, output_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.controller = build_controller(cfg.controller, input_size, cfg.hidden_size)
+        self.w_y = nn.Parameter(torch.randn(cfg.hidden_size, output_size) * 0.1)  # N(0, 0.1^2), no bias
+
+    def forward(self, inputs, decoder_inputs, lengths=None):
+        b = inputs.shape[0]
+        state = self.controller.initial_state(b, inputs.device, inputs.dtype)
+        _, state = run_controller(self.controller, self.controller.project(inputs), state, lengths)
+        hs, _ = run_controller(self.controller, self.controller.project(decoder_inputs), state)  # (B, Td, H)
+        return torch.clamp(hs @ self.w_y, -OUTPUT_CLIP, OUTPUT_CLIP)  # (B, Td, O)
+
+
+@MODELS.register("lstm", config=LSTMBaselineConfig, help="recurrent baseline: a controller without memory")
+def build_lstm(cfg: LSTMBaselineConfig, input_size: int, output_size: int, task=None) -> LSTMBaseline:
+    return LSTMBaseline(cfg, input_size, output_size)

@@ -1,0 +1,168 @@
+"""MLflow, the system of record (DESIGN.md §1). The only module that imports mlflow.
+
+Uses ``MlflowClient`` with explicit experiment and run ids (no global active run, no
+``MLFLOW_EXPERIMENT_ID`` in the environment), so the same code works in the CLI, in Optuna worker
+processes and in Ray trial actors. Default store: ``sqlite:///<runs>/mlflow.db`` with artifacts under
+``<runs>/artifacts``; any URI (an ``mlflow server``) works the same.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+import warnings
+from typing import Any, Dict, Mapping, Optional
+
+from uwbench import env
+
+env.apply()
+warnings.filterwarnings("ignore", message=".*noload.*")  # SQLAlchemy 2.1 deprecation noise (stack notes §4)
+
+import mlflow  # noqa: E402
+from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+MAX_PARAM_LENGTH = 6000
+
+
+def default_tracking_uri() -> str:
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{os.path.join(env.runs_dir(), 'mlflow.db')}"
+
+
+def resolve_uri(uri: Optional[str]) -> str:
+    uri = uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :]
+        if path and not path.startswith("/"):  # make relative sqlite paths absolute (cwd-independent)
+            path = os.path.abspath(path)
+            uri = f"sqlite:///{path}"
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return uri
+
+
+def _artifact_root(uri: str) -> Optional[str]:
+    """Local artifact folder for a local sqlite store (beside the database); None for servers."""
+    if uri.startswith("sqlite:///"):
+        return os.path.join(os.path.dirname(uri[len("sqlite:///") :]), "artifacts")
+    return None
+
+
+def client(uri: Optional[str] = None) -> MlflowClient:
+    return MlflowClient(tracking_uri=resolve_uri(uri))
+
+
+def ensure_experiment(name: str, uri: Optional[str] = None) -> str:
+    """Create (or find) the experiment and return its id. Call in the parent process before workers
+    start: concurrent first-time creation of a SQLite store fails (stack notes §4)."""
+    uri = resolve_uri(uri)
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage == "deleted":
+            c.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    root = _artifact_root(uri)
+    location = None
+    if root:
+        location = os.path.join(root, name)
+        os.makedirs(location, exist_ok=True)
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except mlflow.exceptions.MlflowException:  # created meanwhile by another process
+        return c.get_experiment_by_name(name).experiment_id
+
+
+def git_sha() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class Run:
+    """One MLflow run, written through the client API. Use as a context manager or call ``end``."""
+
+    def __init__(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Mapping[str, Any]] = None,
+                 parent_run_id: Optional[str] = None, uri: Optional[str] = None,
+                 experiment_id: Optional[str] = None, run_id: Optional[str] = None):
+        self.uri = resolve_uri(uri)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_id = experiment_id or ensure_experiment(experiment, self.uri)
+        if run_id is not None:  # re-open an existing run (e.g. a parent run)
+            self.run_id = run_id
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            all_tags = {k: str(v) for k, v in (tags or {}).items()}
+            if run_name:
+                all_tags["mlflow.runName"] = run_name
+            if parent_run_id:
+                all_tags["mlflow.parentRunId"] = parent_run_id
+            run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
+            self.run_id = run.info.run_id
+        self._ended = False
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        items = [Param(k, _param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+        if items:
+            self.client.log_batch(self.run_id, metrics=items)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_text(self, text: str, path: str) -> None:
+        self.client.log_text(self.run_id, text, path)
+
+    def log_dict(self, data: Mapping[str, Any], path: str) -> None:
+        self.client.log_dict(self.run_id, dict(data), path)
+
+    def log_file(self, local_path: str, artifact_dir: Optional[str] = None) -> None:
+        self.client.log_artifact(self.run_id, local_path, artifact_dir)
+
+    def log_bytes(self, writer, filename: str, artifact_dir: Optional[str] = None) -> None:
+        """``writer(path)`` writes a file; it is logged as ``artifact_dir/filename``."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, filename)
+            writer(path)
+            self.log_file(path, artifact_dir)
+
+    def end(self, status: str = "FINISHED") -> None:
+        if not self._ended:
+            self.client.set_terminated(self.run_id, status=status)
+            self._ended = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.end("FINISHED" if exc_type is None else "FAILED")
+        return False
+
+
+def _param_value(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    return text[:MAX_PARAM_LENGTH]
+
+
+def search_runs(experiment_names, uri: Optional[str] = None, filter_string: str = ""):
+    """Runs of the named experiments as a pandas DataFrame (``mlflow.search_runs``)."""
+    uri = resolve_uri(uri)
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(experiment_names=list(experiment_names), filter_string=filter_string,
+                              max_results=100000)
+
+
+def download_artifact(run_id: str, path: str, uri: Optional[str] = None, dst: Optional[str] = None) -> str:
+    return MlflowClient(tracking_uri=resolve_uri(uri)).download_artifacts(run_id, path, dst)

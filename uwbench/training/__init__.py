@@ -1,0 +1,1 @@
+"""Training: run configuration, the train/eval/test loop, timings."""

@@ -1,0 +1,84 @@
+"""Training settings and the resolution of a whole run configuration.
+
+``resolve_run({"task": {"name": "copy", "seq_len": 8}, "model": {"name": "dnc"}, "train": {...}})``
+fills every default from the components' config dataclasses and validates every key and value, so
+the dict MLflow records describes the run completely (DESIGN.md §1).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, Literal, Mapping, Optional
+
+from uwbench.config import ConfigError, build
+from uwbench.registry import MODELS, TASKS
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 10000  # parameter updates (paper: 10k, batch 64)
+    batch_size: int = 64
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    lr: float = 1e-3
+    clip: float = 10.0  # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
+    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # reference D13
+    eval_every: int = 100  # evaluate on fresh batches every N updates (reference §4.3)
+    eval_batches: int = 5
+    early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
+    seed: int = 0
+    device: str = "cpu"  # cpu | cuda | cuda:N | auto
+    threads: Optional[int] = None  # torch intra-op threads (None: torch's default)
+
+    def __post_init__(self):
+        checks = [
+            ("steps >= 1", self.steps >= 1, self.steps),
+            ("batch_size >= 1", self.batch_size >= 1, self.batch_size),
+            ("lr > 0", self.lr > 0, self.lr),
+            ("clip > 0", self.clip > 0, self.clip),
+            ("eval_every >= 1", self.eval_every >= 1, self.eval_every),
+            ("eval_batches >= 1", self.eval_batches >= 1, self.eval_batches),
+        ]
+        if self.early_stop_evals is not None:
+            checks.append(("early_stop_evals >= 1", self.early_stop_evals >= 1, self.early_stop_evals))
+        if self.threads is not None:
+            checks.append(("threads >= 1", self.threads >= 1, self.threads))
+        for rule, ok, value in checks:
+            if not ok:
+                raise ValueError(f"`{rule}` must hold, got {value}")
+
+
+@dataclass
+class ResolvedRun:
+    task_name: str
+    task_cfg: Any
+    model_name: str
+    model_cfg: Any
+    train: TrainConfig
+
+    def as_dict(self) -> Dict[str, Dict[str, Any]]:
+        return {
+            "task": {"name": self.task_name, **dataclasses.asdict(self.task_cfg)},
+            "model": {"name": self.model_name, **dataclasses.asdict(self.model_cfg)},
+            "train": dataclasses.asdict(self.train),
+        }
+
+
+def resolve_run(raw: Mapping[str, Mapping[str, Any]]) -> ResolvedRun:
+    unknown = set(raw) - {"task", "model", "train"}
+    if unknown:
+        raise ConfigError(f"unknown run section(s) {sorted(unknown)}; allowed: task, model, train")
+    task = dict(raw.get("task") or {})
+    model = dict(raw.get("model") or {})
+    if "name" not in task:
+        raise ConfigError("the run needs task.name (e.g. --task copy)")
+    if "name" not in model:
+        raise ConfigError("the run needs model.name (e.g. --model dnc)")
+    task_name, model_name = task.pop("name"), model.pop("name")
+    task_entry, model_entry = TASKS.entry(task_name), MODELS.entry(model_name)
+    return ResolvedRun(
+        task_name=task_name,
+        task_cfg=build(task_entry.config, task, f"task ({task_name})"),
+        model_name=model_name,
+        model_cfg=build(model_entry.config, model, f"model ({model_name})"),
+        train=build(TrainConfig, dict(raw.get("train") or {}), "train"),
+    )

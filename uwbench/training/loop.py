@@ -1,0 +1,245 @@
+"""The training loop: train, evaluate, keep the best checkpoint, test, time, record.
+
+Follows the authors' protocol (reference §4, decisions D12-D15): Adam (or RMSprop) on fresh random
+batches, per-tensor L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches``
+fresh batches, the best-evaluated weights kept, and a final test of those weights on the task's fixed
+seeded test set. Timing: training seconds per 100 updates *without* evaluation, evaluation separately.
+
+A non-finite loss stops the run, marks it failed with the step it happened at, and keeps what was
+recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Mapping, Optional
+
+import torch
+
+from uwbench.config import flatten
+from uwbench.registry import MODELS, TASKS
+from uwbench.training.config import ResolvedRun, resolve_run
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}
+EVAL_SEED_OFFSET = 1_000_003  # evaluation batches come from their own stream, never the training one
+
+
+class Pruned(Exception):
+    """Raised by a sweep's ``report`` callback to stop an unpromising run."""
+
+
+class Diverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class RunResult:
+    status: str  # finished | failed | pruned
+    metric: str  # accuracy | mse
+    test: Optional[float] = None  # test metric of the best checkpoint
+    best_eval: Optional[float] = None
+    best_step: Optional[int] = None
+    steps_done: int = 0
+    train_seconds: float = 0.0
+    seconds_per_100: Optional[float] = None
+    eval_seconds: float = 0.0
+    test_seconds: float = 0.0
+    num_parameters: int = 0
+    run_id: Optional[str] = None
+    error: Optional[str] = None
+    history: Dict[str, list] = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but this machine has no CUDA GPU; use --device cpu")
+    return device
+
+
+def clip_gradients(params, clip: float, mode: str) -> None:
+    """Per-tensor L2 clipping (each gradient tensor scaled to norm <= clip; the authors' code and D13) or
+    global-norm clipping."""
+    grads = [p for p in params if p.grad is not None]
+    if mode == "per_tensor":
+        # torch's foreach norm: one fused call for all tensors, no host sync
+        norms = torch._foreach_norm([p.grad for p in grads])
+        scales = [torch.clamp(clip / (n + 1e-6), max=1.0) for n in norms]
+        torch._foreach_mul_([p.grad for p in grads], scales)
+    elif mode == "global":
+        torch.nn.utils.clip_grad_norm_(grads, clip)
+
+
+def build_components(run: ResolvedRun, device: torch.device):
+    task = TASKS.get(run.task_name)(run.task_cfg)
+    model = MODELS.get(run.model_name)(run.model_cfg, input_size=task.input_size,
+                                       output_size=task.output_size, task=task)
+    return task, model.to(device)
+
+
+@torch.no_grad()
+def evaluate(model, task, batches, device) -> float:
+    """The task's headline metric over ``batches`` (summed, then divided: a mean per token)."""
+    was_training = model.training
+    model.eval()
+    total = count = None
+    for batch in batches:
+        batch = batch.to(device)
+        out = model(batch.inputs, batch.decoder_inputs, batch.lengths)
+        s, n = task.score(out, batch)[task.metric]
+        total = s if total is None else total + s
+        count = n if count is None else count + n
+    model.train(was_training)
+    return float(total) / float(count)
+
+
+def _better(a: float, b: Optional[float], mode: str) -> bool:
+    return b is None or (a > b if mode == "max" else a < b)
+
+
+def train(
+    config: Mapping,
+    run=None,
+    report: Optional[Callable[[int, float], None]] = None,
+    progress: bool = True,
+    progress_desc: Optional[str] = None,
+) -> RunResult:
+    """Train one configuration. ``config`` is a nested run config (see ``resolve_run``); ``run`` is an
+    open ``uwbench.tracking.mlflow.Run`` (or None: nothing recorded). The run is ended here."""
+    resolved = resolve_run(config)
+    tc = resolved.train
+    device = resolve_device(tc.device)
+    if tc.threads:
+        torch.set_num_threads(tc.threads)
+    torch.manual_seed(tc.seed)
+    task, model = build_components(resolved, device)
+    optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
+    train_gen = torch.Generator().manual_seed(tc.seed)
+    eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
+    result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters())
+    result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
+
+    if run is not None:
+        result.run_id = run.run_id
+        cfg_dict = resolved.as_dict()
+        run.log_params(flatten(cfg_dict))
+        run.log_dict(cfg_dict, "config.json")
+        run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
+                      "torch_version": torch.__version__})
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=tc.steps, desc=progress_desc or f"{resolved.model_name}/{resolved.task_name}",
+                   unit="upd", dynamic_ncols=True, leave=True)
+    best_state = None
+    loss_sum = torch.zeros((), device=device)
+    window_steps = 0
+    window_time = 0.0
+    evals_since_best = 0
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    step = 0
+    try:
+        model.train()
+        for step in range(1, tc.steps + 1):
+            t0 = time.perf_counter()
+            batch = task.sample(tc.batch_size, train_gen).to(device)
+            out = model(batch.inputs, batch.decoder_inputs, batch.lengths)
+            loss = task.loss(out, batch)
+            if device.type == "cpu" and not torch.isfinite(loss):
+                raise Diverged(f"loss became {float(loss.detach())} at update {step}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
+            optimizer.step()
+            loss_sum += loss.detach()
+            window_steps += 1
+            if step % tc.eval_every == 0 or step == tc.steps:
+                sync()
+                window_time += time.perf_counter() - t0
+                mean_loss = float(loss_sum) / window_steps
+                if not math.isfinite(mean_loss):
+                    raise Diverged(f"loss became {mean_loss} by update {step}")
+                e0 = time.perf_counter()
+                batches = [task.sample(tc.batch_size, eval_gen) for _ in range(tc.eval_batches)]
+                value = evaluate(model, task, batches, device)
+                result.eval_seconds += time.perf_counter() - e0
+                sec100 = window_time / window_steps * 100.0
+                result.train_seconds += window_time
+                result.steps_done = step
+                h = result.history
+                h["step"].append(step)
+                h["train_loss"].append(mean_loss)
+                h[f"eval_{task.metric}"].append(value)
+                h["seconds_per_100"].append(sec100)
+                if run is not None:
+                    run.log_metrics({"train_loss": mean_loss, f"eval_{task.metric}": value,
+                                     "seconds_per_100": sec100}, step)
+                if _better(value, result.best_eval, task.metric_mode):
+                    result.best_eval, result.best_step = value, step
+                    best_state = copy.deepcopy(model.state_dict())
+                    evals_since_best = 0
+                else:
+                    evals_since_best += 1
+                if bar is not None:
+                    bar.set_postfix(loss=f"{mean_loss:.3f}", **{task.metric[:3]: f"{value:.3f}"})
+                loss_sum.zero_()
+                window_steps, window_time = 0, 0.0
+                if report is not None:
+                    report(step, value)
+                if tc.early_stop_evals and evals_since_best >= tc.early_stop_evals:
+                    break
+            else:
+                window_time += time.perf_counter() - t0
+            if bar is not None:
+                bar.update(1)
+    except Pruned:
+        result.status = "pruned"
+        _finish(run, result, "KILLED")
+        raise
+    except Diverged as exc:
+        result.error = f"diverged: {exc}. Try a lower lr (now {tc.lr}) or a tighter clip (now {tc.clip})."
+        _finish(run, result, "FAILED")
+        return result
+    except BaseException as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        _finish(run, result, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+
+    result.seconds_per_100 = result.train_seconds / max(result.steps_done, 1) * 100.0
+    model.load_state_dict(best_state)
+    t0 = time.perf_counter()
+    result.test = evaluate(model, task, task.test_batches(), device)
+    result.test_seconds = time.perf_counter() - t0
+    result.status = "finished"
+    if run is not None:
+        run.log_metrics({f"test_{task.metric}": result.test, "train_seconds": result.train_seconds,
+                         "mean_seconds_per_100": result.seconds_per_100, "eval_seconds": result.eval_seconds,
+                         "test_seconds": result.test_seconds, f"best_eval_{task.metric}": result.best_eval},
+                        result.steps_done)
+        run.log_bytes(lambda p: torch.save(best_state, p), "best.pt", "checkpoint")
+    _finish(run, result, "FINISHED")
+    return result
+
+
+def _finish(run, result: RunResult, status: str) -> None:
+    if run is None:
+        return
+    tags = {"status": result.status}
+    if result.error:
+        tags["error"] = result.error[:5000]
+    run.set_tags(tags)
+    run.end(status)
+
+
+def load_checkpoint(path: str) -> Dict[str, torch.Tensor]:
+    """Load a saved state dict safely (tensors only)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
