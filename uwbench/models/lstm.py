@@ -29,8 +29,9 @@ def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int
     """Run ``controller`` over precomputed input projections gx (B, T, G); return outputs (B, T, H)
     and the final state. With ``lengths`` (B,), a sample's state stops changing after its last step."""
     outs = []
-    for t in range(gx.shape[1]):
-        h, new_state = controller.step(gx[:, t], state)
+    # unbind once: indexing gx[:, t] per step makes the backward fill a (B, T, G) zero tensor every step
+    for t, gx_t in enumerate(gx.unbind(1)):
+        h, new_state = controller.step(gx_t, state)
         if lengths is not None:
             live = (lengths > start + t).unsqueeze(-1)  # (B, 1)
             new_state = tuple(torch.where(live, n, o) for n, o in zip(new_state, state))

@@ -67,7 +67,9 @@ class Writer:
     """Decides the encoder write steps. ``schedule(n_steps)`` returns one bool per encoder step
     (True = write), shared by the whole batch so a held step can skip the memory work with plain
     Python control flow (DESIGN.md §3). ``cached`` writers (CUW) attend over a cache of controller
-    states at each write step."""
+    states at each write step; they also provide ``build_attention(hidden_size, read_size)`` returning a
+    module mapping ``(h (B, H), cache (B, n, H), r (B, read_size)) -> (a (B, H), alpha (B, n))``, which the
+    model owns (so its parameters train and are saved)."""
 
     cached: bool = False
 

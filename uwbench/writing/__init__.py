@@ -1,6 +1,11 @@
 """Writing strategies: importing this package registers every built-in writer."""
 import importlib
 
-WRITER_MODULES = ()
+WRITER_MODULES = (
+    "uwbench.writing.regular",
+    "uwbench.writing.uniform",
+    "uwbench.writing.cached_uniform",
+    "uwbench.writing.random",
+)
 for _module in WRITER_MODULES:
     importlib.import_module(_module)
