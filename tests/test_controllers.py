@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 
-from uwbench.models.controllers import build_controller
+from uwbench.models.controllers import LN_EPS, build_controller
 from uwbench.registry import CONTROLLERS
 
 
-def slow_layer_norm(v, gain, shift, eps=1e-12):
+def slow_layer_norm(v, gain, shift, eps=LN_EPS):
     n = len(v)
     mean = sum(v) / n
     var = sum((x - mean) ** 2 for x in v) / n
@@ -83,3 +83,4 @@ def test_precomputed_projection_equals_the_plain_step(name):
 
 def test_all_controllers_registered():
     assert set(CONTROLLERS.names()) >= {"ln_lstm", "lstm", "gru", "rnn"}
+

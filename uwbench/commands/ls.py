@@ -18,5 +18,5 @@ def run(args) -> int:
             continue
         print(f"{name}:")
         for entry in registry:
-            print(f"  {entry.name:<16} {entry.help}")
+            print(f"  {entry.name:<22} {entry.help}")
     return 0

@@ -30,7 +30,11 @@ from uwbench.registry import CONTROLLERS
 
 State = Tuple[torch.Tensor, ...]
 
-LN_EPS = 1e-12  # TF's layer-norm variance epsilon (reference §2.2)
+# TF's layer-norm variance epsilon (reference §2.2). Note: layer norm of a constant vector has a
+# gradient gain of 1/sqrt(eps) per step, so long runs of all-zero input from the zero state (the
+# leading black pixels of an MNIST image) overflow to NaN with this cell, in TF as here; the paper
+# uses a GRU controller for the pixel tasks, and uwbench's pixel studies do too.
+LN_EPS = 1e-12
 FORGET_BIAS = 1.0
 
 

@@ -2,6 +2,11 @@
 import importlib
 
 # Each module registers its tasks on import; a module added later only needs a line here.
-TASK_MODULES = ("uwbench.tasks.synthetic",)
+TASK_MODULES = (
+    "uwbench.tasks.synthetic",
+    "uwbench.tasks.sinusoid",
+    "uwbench.tasks.pixels",
+    "uwbench.tasks.documents",
+)
 for _module in TASK_MODULES:
     importlib.import_module(_module)

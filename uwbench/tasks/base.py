@@ -56,6 +56,15 @@ class Task:
         """Longest encoder length the task can produce (used to size per-run write masks)."""
         raise NotImplementedError
 
+    def eval_batches(self, n: int, batch_size: int, generator: torch.Generator) -> List[Batch]:
+        """Batches for model selection during training. Synthetic tasks draw fresh sequences; tasks
+        with a fixed dataset override this to draw from their validation split."""
+        return [self.sample(batch_size, generator) for _ in range(n)]
+
+    def attach_to(self, model) -> None:
+        """Give the model any trainable parameters the task owns (e.g. a trainable word embedding).
+        Called by the trainer after the model is built and before the optimizer; default: nothing."""
+
     def test_batches(self) -> List[Batch]:
         """The fixed, seeded test set (``config.test_size`` sequences in chunks of TEST_CHUNK)."""
         if self._test is None:

@@ -78,6 +78,7 @@ def build_components(run: ResolvedRun, device: torch.device):
     task = TASKS.get(run.task_name)(run.task_cfg)
     model = MODELS.get(run.model_name)(run.model_cfg, input_size=task.input_size,
                                        output_size=task.output_size, task=task)
+    task.attach_to(model)  # task-owned trainable parameters (e.g. a trainable embedding) join the model
     return task, model.to(device)
 
 
@@ -166,7 +167,7 @@ def train(
                 if not math.isfinite(mean_loss):
                     raise Diverged(f"loss became {mean_loss} by update {step}")
                 e0 = time.perf_counter()
-                batches = [task.sample(tc.batch_size, eval_gen) for _ in range(tc.eval_batches)]
+                batches = task.eval_batches(tc.eval_batches, tc.batch_size, eval_gen)
                 value = evaluate(model, task, batches, device)
                 result.eval_seconds += time.perf_counter() - e0
                 sec100 = window_time / window_steps * 100.0
