@@ -166,3 +166,89 @@ def search_runs(experiment_names, uri: Optional[str] = None, filter_string: str 
 
 def download_artifact(run_id: str, path: str, uri: Optional[str] = None, dst: Optional[str] = None) -> str:
     return MlflowClient(tracking_uri=resolve_uri(uri)).download_artifacts(run_id, path, dst)
+
+
+def store_exists(uri: Optional[str] = None) -> bool:
+    """False for a local sqlite store whose file does not exist yet (checked without creating it);
+    True otherwise (a server is assumed to be there)."""
+    uri = uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        return os.path.exists(os.path.abspath(uri[len("sqlite:///") :]))
+    return True
+
+
+def experiment_exists(name: str, uri: Optional[str] = None) -> bool:
+    """Whether an active experiment of that name exists (never creates the store or the experiment)."""
+    if not store_exists(uri):
+        return False
+    exp = MlflowClient(tracking_uri=resolve_uri(uri)).get_experiment_by_name(name)
+    return exp is not None and exp.lifecycle_stage != "deleted"
+
+
+def metric_histories(run_ids, keys, uri: Optional[str] = None):
+    """Every logged value of the metrics ``keys`` of the runs: a list of (run_id, key, step, value),
+    for learning curves (``search_runs`` gives only the last value)."""
+    c = MlflowClient(tracking_uri=resolve_uri(uri))
+    out = []
+    for run_id in run_ids:
+        for key in keys:
+            for m in c.get_metric_history(run_id, key):
+                out.append((run_id, key, int(m.step), float(m.value)))
+    return out
+
+
+# ---- helpers for sweeps (uwbench.sweeps): find, inspect, end and delete runs by id ----
+
+
+def run_record(run) -> Dict[str, Any]:
+    """A plain dict of an MLflow run: run_id, status, name, tags, metrics, params, start_time."""
+    return {
+        "run_id": run.info.run_id,
+        "status": run.info.status,
+        "name": run.info.run_name,
+        "tags": dict(run.data.tags),
+        "metrics": dict(run.data.metrics),
+        "params": dict(run.data.params),
+        "start_time": run.info.start_time,
+    }
+
+
+def find_runs(experiment_id: str, filter_string: str = "", uri: Optional[str] = None):
+    """Active runs of one experiment matching ``filter_string`` (MLflow search syntax), as dicts."""
+    c = MlflowClient(tracking_uri=resolve_uri(uri))
+    out, token = [], None
+    while True:
+        page = c.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
+        out.extend(run_record(r) for r in page)
+        token = page.token
+        if not token:
+            return out
+
+
+def get_run(run_id: str, uri: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The run as a dict, or None if it does not exist or was deleted."""
+    c = MlflowClient(tracking_uri=resolve_uri(uri))
+    try:
+        run = c.get_run(run_id)
+    except mlflow.exceptions.MlflowException:
+        return None
+    if run.info.lifecycle_stage == "deleted":
+        return None
+    return run_record(run)
+
+
+def end_run(run_id: str, status: str, tags: Optional[Mapping[str, Any]] = None, uri: Optional[str] = None) -> None:
+    """Set tags on a run and mark it ended (FINISHED, FAILED or KILLED), from any process."""
+    c = MlflowClient(tracking_uri=resolve_uri(uri))
+    if tags:
+        c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    c.set_terminated(run_id, status=status)
+
+
+def delete_run(run_id: str, uri: Optional[str] = None) -> None:
+    """Soft-delete a run (hidden from searches; ``mlflow gc`` removes it for good)."""
+    c = MlflowClient(tracking_uri=resolve_uri(uri))
+    try:
+        c.delete_run(run_id)
+    except mlflow.exceptions.MlflowException:
+        pass  # already gone

@@ -1,0 +1,386 @@
+"""Sweeps with the Optuna backend, end to end into real MLflow stores: the quickstart smoke profile with
+worker processes (layout read back with mlflow.search_runs), resuming, a diverging trial, a killed worker
+and a killed sweep (exactly the planned runs, none lost, none repeated), a lean `mlflow server` on
+127.0.0.1, the study lock, and the trial/tag helpers.
+
+Test-only components (a model that outputs NaN, one that sleeps) live in a plugin module written to a
+temporary folder and loaded by the sweep subprocesses through $UWBENCH_PLUGINS, so they never enter
+this process's registries."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port, stop_process_group
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICKSTART = os.path.join(ROOT, "studies", "quickstart.yaml")
+
+PLUGIN = '''
+"""Test-only models for tests/test_sweeps.py (loaded through $UWBENCH_PLUGINS)."""
+import time
+from dataclasses import dataclass
+
+from uwbench.models.lstm import LSTMBaseline, LSTMBaselineConfig
+from uwbench.registry import MODELS
+
+
+@dataclass
+class NanConfig(LSTMBaselineConfig):
+    diverge: bool = False
+
+
+class NanModel(LSTMBaseline):
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        return out * float("nan") if self.cfg.diverge else out
+
+
+@MODELS.register("test_nan", config=NanConfig, help="test only: NaN outputs when diverge is true")
+def build_nan(cfg, input_size, output_size, task=None):
+    return NanModel(cfg, input_size, output_size)
+
+
+@dataclass
+class SleepyConfig(LSTMBaselineConfig):
+    sleep_s: float = 0.05
+
+
+class SleepyModel(LSTMBaseline):
+    def forward(self, *args, **kwargs):
+        time.sleep(self.cfg.sleep_s)  # slow without using the CPU
+        return super().forward(*args, **kwargs)
+
+
+@MODELS.register("test_sleepy", config=SleepyConfig, help="test only: sleeps in every forward")
+def build_sleepy(cfg, input_size, output_size, task=None):
+    return SleepyModel(cfg, input_size, output_size)
+'''
+
+SMALL = dict(hidden_size=8)
+TINY_TRAIN = "{steps: 4, batch_size: 4, eval_every: 2, eval_batches: 1}"
+
+
+def study_file(tmp_path, name: str, body: str) -> str:
+    """A study file (named by its id) with the required profiles."""
+    text = f"id: {name}\ntitle: test\nquestion: test\nartifact: none\n" + textwrap.dedent(body)
+    if "profiles:" not in text:
+        text += "profiles: {cpu: {}, smoke: {}}\n"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def plugin_env(sweep_env, tmp_path):
+    env, uri = sweep_env
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "uwb_test_plugin.py").write_text(PLUGIN)
+    env = dict(env, UWBENCH_PLUGINS="uwb_test_plugin",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")])))
+    return env, uri
+
+
+def sweep(env, *args, timeout=300, check=True):
+    proc = subprocess.run([sys.executable, "-m", "uwbench", "sweep", *args, "--no-progress"], env=env,
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if check and proc.returncode != 0:
+        pytest.fail(f"uwbench sweep {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n"
+                    f"{proc.stderr[-4000:]}")
+    return proc
+
+
+def sweep_here(capsys, *args) -> str:
+    """`uwbench sweep` in this process (cheap when there is nothing to run); returns its stdout."""
+    from uwbench.cli import main
+
+    saved = dict(os.environ)
+    try:
+        assert main(["sweep", *args, "--no-progress"]) == 0
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return capsys.readouterr().out
+
+
+def runs(uri: str, experiment: str, deleted: bool = False):
+    import mlflow
+    from mlflow.entities import ViewType
+
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(experiment_names=[experiment],
+                              run_view_type=ViewType.DELETED_ONLY if deleted else ViewType.ACTIVE_ONLY)
+
+
+def check_layout(df, study: str, cells: set, backend: str):
+    """The MLflow layout the report relies on (studies/README.md)."""
+    from uwbench.sweeps.common import CHILD_TAGS
+
+    parents = df[df["tags.role"] == "cell"]
+    children = df[df["tags.role"].isin(["trial", "final"])]
+    assert len(parents) + len(children) == len(df)
+    assert set(parents["tags.mlflow.runName"]) == cells and set(parents["tags.cell"]) == cells
+    assert (parents["status"] == "FINISHED").all()
+    by_id = dict(zip(parents["run_id"], parents["tags.cell"]))
+    for _, row in children.iterrows():
+        assert by_id[row["tags.mlflow.parentRunId"]] == row["tags.cell"]  # nested under its cell
+        for tag in CHILD_TAGS:
+            assert isinstance(row[f"tags.{tag}"], str) and row[f"tags.{tag}"], tag
+        assert row["tags.study"] == study and row["tags.backend"] == backend
+        assert row["tags.status"] in ("finished", "failed", "pruned")
+        assert row["status"] == {"finished": "FINISHED", "failed": "FAILED", "pruned": "KILLED"}[row["tags.status"]]
+        assert row["params.model.name"] == row["tags.model"]  # params: the flattened resolved config
+        assert float(row["params.train.lr"]) == float(row["tags.lr"])
+    return parents, children
+
+
+def test_quickstart_smoke_with_two_worker_processes_then_resume(sweep_env, capsys):
+    from uwbench.spec import load_plan
+
+    env, uri = sweep_env
+    plan = load_plan(QUICKSTART, "smoke")
+    proc = sweep(env, QUICKSTART, "--backend", "optuna", "--profile", "smoke", "--workers", "2",
+                 "--tracking-uri", uri)
+    assert "12 runs planned" in proc.stdout and "dnc-uniform" in proc.stdout
+    df = runs(uri, "quickstart")
+    parents, children = check_layout(df, "quickstart", {c.id for c in plan.cells}, "optuna")
+    assert len(children) == plan.n_runs() == 12
+    for cell in plan.cells:
+        mine = children[children["tags.cell"] == cell.id]
+        trials, finals = mine[mine["tags.role"] == "trial"], mine[mine["tags.role"] == "final"]
+        assert sorted(trials["tags.trial_number"].astype(int)) == [0, 1]
+        assert sorted(finals["tags.seed"].astype(int)) == [1, 2]  # the final seeds, fresh
+        assert set(mine["tags.writer"]) == {cell.config["model"]["writer"]}
+        assert set(mine["tags.memory_size"]) == {"2"} and set(mine["tags.seq_len"]) == {"4"}
+        assert set(mine["tags.compression_ratio"]) == {"0.75"}  # (D+1)/T = 3/4
+        assert set(mine["tags.cache_size"]) == ({"2"} if cell.id == "dnc-cached_uniform" else {"none"})
+        best = trials[trials["tags.status"] == "finished"]
+        # every final run re-uses the best trial's config (ties: the earliest trial)
+        top = max((row for _, row in best.iterrows()),
+                  key=lambda r: (float(r["metrics.best_eval_accuracy"]), -int(r["tags.trial_number"])))
+        assert set(finals["tags.lr"]) == {top["tags.lr"]} and set(finals["tags.best_trial"]) == {top["tags.trial_number"]}
+        parent = parents[parents["tags.cell"] == cell.id].iloc[0]
+        assert parent["metrics.n_final"] == 2 and "metrics.final_test_accuracy_mean" in parents.columns
+    assert set(children["metrics.mean_seconds_per_100"].notna()) == {True}
+
+    # a finished study does nothing when run again
+    assert "nothing to do" in sweep_here(capsys, QUICKSTART, "--profile", "smoke", "--tracking-uri", uri)
+    assert len(runs(uri, "quickstart")) == len(df)
+
+
+def test_diverging_trials_are_recorded_failed_and_the_sweep_finishes(plugin_env, tmp_path):
+    env, uri = plugin_env
+    path = study_file(tmp_path, "diverge", f"""
+        mode: tuned
+        task: {{name: copy, seq_len: 4, test_size: 8}}
+        fixed: {{train: {TINY_TRAIN}}}
+        cells:
+          - {{model: test_nan, name: nan, set: {{model: {{hidden_size: 8, diverge: true}}}}}}
+          - {{model: test_nan, name: ok, set: {{model: {{hidden_size: 8, diverge: false}}}}}}
+        search: {{train.lr: {{type: float, low: 1.0e-3, high: 1.0e-2, log: true}}}}
+        seeds: [0]
+        final_seeds: [5]
+        budget: {{n_trials: 2}}
+        pruning: {{type: none}}
+    """)
+    # an RDB Optuna storage here (the other tests use the default journal file)
+    proc = sweep(env, path, "--workers", "0", "--tracking-uri", uri, "--storage", f"sqlite:///{tmp_path}/optuna.db")
+    assert "cell nan: no search trial finished, so no final runs" in proc.stdout
+    assert "diverged: loss became nan" in proc.stdout
+    df = runs(uri, "diverge")
+    parents, children = check_layout(df, "diverge", {"nan", "ok"}, "optuna")
+    nan = children[children["tags.cell"] == "nan"]
+    assert len(nan) == 2 and set(nan["tags.status"]) == {"failed"} and set(nan["status"]) == {"FAILED"}
+    assert all("diverged" in e for e in nan["tags.error"])
+    ok = children[children["tags.cell"] == "ok"]
+    assert sorted(ok["tags.role"]) == ["final", "trial", "trial"] and set(ok["tags.status"]) == {"finished"}
+
+
+def _running_trial(journal: str, study_prefix: str, exclude_pids=()):
+    """(worker pid, trial number) of a RUNNING trial that has started its MLflow run, or None."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    if not os.path.exists(journal):
+        return None
+    storage = JournalStorage(JournalFileBackend(journal))
+    for s in storage.get_all_studies():
+        if not s.study_name.startswith(study_prefix):
+            continue
+        for t in storage.get_all_trials(s._study_id, deepcopy=False):
+            if t.state == TrialState.RUNNING and "mlflow_run_id" in t.user_attrs and "worker" in t.user_attrs:
+                pid = int(t.user_attrs["worker"].rsplit(":", 1)[1])
+                if pid not in exclude_pids:
+                    return pid, t.number
+    del optuna
+    return None
+
+
+def _wait_for(fn, timeout=120, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin_env, tmp_path):
+    env, uri = plugin_env
+    path = study_file(tmp_path, "killme", """
+        mode: faithful
+        task: {name: copy, seq_len: 4, test_size: 8}
+        fixed: {train: {steps: 20, batch_size: 4, eval_every: 10, eval_batches: 1}}
+        cells:
+          - {model: test_sleepy, name: sleepy, set: {model: {hidden_size: 8, sleep_s: 0.08}}}
+        seeds: [0, 1, 2, 3]
+    """)
+    journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "killme.journal")
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
+                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        # 1. kill the worker mid-trial: the sweep notices, re-runs that trial once, and goes on
+        pid, _ = _wait_for(lambda: _running_trial(journal, "killme."), what="a running trial")
+        os.kill(pid, signal.SIGKILL)
+        # 2. then kill the whole sweep (parent and its new worker) mid-trial, as a power cut would
+        _wait_for(lambda: _running_trial(journal, "killme.", exclude_pids=(pid,)), what="the replacement worker")
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        stop_process_group(proc.pid, grace_s=1, leader=proc)
+    assert "worker died" in out
+    # 3. running it again finishes the study
+    done = sweep(env, path, "--workers", "0", "--tracking-uri", uri)
+    assert "interrupted run(s) recovered" in done.stdout
+    df = runs(uri, "killme")
+    _, children = check_layout(df, "killme", {"sleepy"}, "optuna")
+    assert len(children) == 4 and sorted(children["tags.seed"].astype(int)) == [0, 1, 2, 3]  # none lost or repeated
+    assert set(children["tags.status"]) == {"finished"} and set(children["status"]) == {"FINISHED"}
+    assert len(runs(uri, "killme", deleted=True)) >= 2  # the interrupted runs' records, deleted (mlflow gc purges)
+    retried = children[children["tags.retry_of"].notna()] if "tags.retry_of" in children.columns else children[:0]
+    assert len(retried) == 2  # each interrupted trial ran again, exactly once
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A lean `mlflow server` on 127.0.0.1 (2 processes instead of 15: stack notes §4), stopped by its PID group."""
+    port = free_port()
+    store = tmp_path / "server"
+    store.mkdir()
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false", MLFLOW_DISABLE_TELEMETRY="true",
+               HOME=str(tmp_path))
+    cmd = [os.path.join(os.path.dirname(sys.executable), "mlflow"), "server", "--host", "127.0.0.1", "--port",
+           str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+           "--artifacts-destination", str(store / "artifacts")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"mlflow server did not come up (exit {proc.poll()})")
+            time.sleep(0.5)
+        yield url
+    finally:
+        stop_process_group(proc.pid, grace_s=3, leader=proc)
+
+
+def test_sweep_into_a_real_mlflow_server(sweep_env, tmp_path, mlflow_server):
+    env, _ = sweep_env
+    path = study_file(tmp_path, "served", f"""
+        mode: faithful
+        task: {{name: copy, seq_len: 4, test_size: 8}}
+        fixed: {{train: {TINY_TRAIN}}}
+        cells:
+          - {{model: lstm, name: lstm, set: {{model: {{hidden_size: 8}}}}, grid: {{task.name: [copy, reverse]}}}}
+        search: {{train.clip: {{type: choice, values: [1, 10]}}}}
+        seeds: [0]
+    """)
+    proc = sweep(env, path, "--workers", "0", "--tracking-uri", mlflow_server)
+    assert "4 runs planned" in proc.stdout
+    df = runs(mlflow_server, "served")
+    _, children = check_layout(df, "served", {"lstm-copy", "lstm-reverse"}, "optuna")
+    assert len(children) == 4 and sorted(children["tags.clip"].astype(float)) == [1.0, 1.0, 10.0, 10.0]
+    assert set(children["tags.role"]) == {"final"}  # faithful: every grid point x seed is a final run
+
+
+def test_a_second_sweep_of_the_same_study_is_refused(tracking_uri):
+    from uwbench.spec import load_plan
+    from uwbench.sweeps.common import SweepError, study_lock
+
+    plan = load_plan(QUICKSTART, "smoke")
+    with study_lock(plan):
+        with pytest.raises(SweepError, match="another `uwbench sweep` of study 'quickstart'"):
+            with study_lock(plan):
+                pass
+    with study_lock(plan):  # released
+        pass
+
+
+def test_job_keys_tags_and_objective(tracking_uri):
+    from uwbench.spec import load_plan
+    from uwbench.sweeps import common
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import RunResult
+
+    plan = load_plan(QUICKSTART, "smoke")
+    cell = plan.cell("dnc-cached_uniform")
+    job = common.Job(study="quickstart", profile="smoke", mode="tuned", spec_hash=plan.spec_hash, backend="optuna",
+                     cell=cell, role="final", params={"train.lr": 0.002, "train.clip": 5, "seed": 9}, seed=9,
+                     trial_number=1, objective_metric="eval_accuracy", experiment_id="1", parent_run_id="p",
+                     uri=tracking_uri)
+    config = job.config()
+    assert config["train"]["lr"] == 0.002 and config["train"]["seed"] == 9 and config["train"]["threads"] == 1
+    tags = common.child_tags(job, resolve_run(config).as_dict())
+    assert set(common.CHILD_TAGS) <= set(tags)
+    assert tags["compression_ratio"] == 0.75 and tags["cache_size"] == 2 and tags["writer"] == "cached_uniform"
+    assert json.loads(tags["search_params"]) == {"train.clip": 5, "train.lr": 0.002}
+    # a final run is identified by its params and seed, not its number
+    assert job.key == common.job_key(cell.id, "final", {"train.lr": 0.002, "train.clip": 5}, 9, 7)
+    assert job.key != common.job_key(cell.id, "final", {"train.lr": 0.002, "train.clip": 5}, 8, 1)
+    result = RunResult(status="finished", metric="accuracy", test=0.5, best_eval=0.75)
+    assert common.objective_value(result, "eval_accuracy") == 0.75
+    assert common.objective_value(result, "test_accuracy") == 0.5
+    with pytest.raises(common.SweepError, match="does not match the task's metric 'accuracy'"):
+        common.objective_value(result, "eval_mse")
+
+
+STUDY_FILES = sorted(f for f in os.listdir(os.path.join(ROOT, "studies")) if f.endswith(".yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STUDY_FILES)
+def test_every_study_runs_its_smoke_profile(name, sweep_env):
+    """Every study's smoke profile runs to the end (runs of tasks whose data is missing end failed,
+    with the data error; the sweep still finishes)."""
+    env, uri = sweep_env
+    path = os.path.join(ROOT, "studies", name)
+    proc = sweep(env, path, "--profile", "smoke", "--workers", "0", "--tracking-uri", uri)
+    from uwbench.spec import load_plan
+
+    plan = load_plan(path, "smoke")
+    df = runs(uri, plan.id)
+    children = df[df["tags.role"].isin(["trial", "final"])]
+    assert len(children) <= plan.n_runs() and "runs planned" in proc.stdout
+    if not (children["tags.status"] == "failed").any():
+        assert len(children) == plan.n_runs()

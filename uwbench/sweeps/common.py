@@ -1,0 +1,498 @@
+"""What both sweep backends share: one trial's run (config, MLflow child run, tags, training, outcome),
+the MLflow layout, the per-study lock, the progress display and the end-of-sweep summary.
+
+MLflow layout (``studies/README.md`` documents it; the report relies on it):
+
+- one experiment per study, named by the study id;
+- one parent run per cell (and profile, spec hash and backend; ``role=cell``, run name = the cell id);
+- one child run per training run (``mlflow.parentRunId`` = the cell run): ``role=trial`` for search
+  trials, ``role=final`` for the re-runs of the best configuration on fresh seeds (tuned mode) and for
+  every grid point x seed of a faithful study;
+- tags on every child: ``CHILD_TAGS``; params: the flattened resolved config (logged by the trainer).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from uwbench.spec import Cell, Plan
+from uwbench.sweeps import space
+
+CHILD_TAGS = ("study", "cell", "label", "model", "writer", "controller", "task", "seq_len", "memory_size",
+              "cache_size", "compression_ratio", "lr", "clip", "seed", "role", "status", "trial_number",
+              "spec_hash", "git_sha", "device", "profile", "backend", "mode", "job_key", "search_params")
+NONE = "none"  # the value of a tag that does not apply (e.g. the writer of the LSTM baseline)
+TERMINAL = ("finished", "failed", "pruned")
+
+
+class SweepError(ValueError):
+    """A sweep cannot start or go on; the message says why and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# One trial
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """Everything a worker (an Optuna process or a Ray actor) needs to run one training run."""
+
+    study: str
+    profile: str
+    mode: str
+    spec_hash: str
+    backend: str
+    cell: Cell
+    role: str  # trial | final
+    params: Dict[str, Any]  # searched values (and ``seed`` for grids), by config path
+    seed: int
+    trial_number: int
+    objective_metric: str  # e.g. eval_accuracy
+    experiment_id: str
+    parent_run_id: str
+    uri: str
+    extra_tags: Dict[str, Any] = field(default_factory=dict)
+    device: Optional[str] = None  # overrides train.device (Ray trials given a GPU)
+
+    @property
+    def key(self) -> str:
+        return job_key(self.cell.id, self.role, self.params, self.seed, self.trial_number)
+
+    @property
+    def run_name(self) -> str:
+        if self.role == "trial":
+            return f"{self.cell.id}/trial{self.trial_number}"
+        grid = {k: v for k, v in self.params.items() if k != space.SEED_PARAM}
+        suffix = "".join(f"-{k.split('.', 1)[1]}{v}" for k, v in grid.items()) if self.mode == "faithful" else ""
+        return f"{self.cell.id}/seed{self.seed}{suffix}"
+
+    def config(self) -> Dict[str, Dict[str, Any]]:
+        cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
+        cfg.setdefault("train", {})["seed"] = int(self.seed)
+        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (DESIGN.md §4)
+        if self.device:
+            cfg["train"]["device"] = self.device
+        return cfg
+
+
+def job_key(cell_id: str, role: str, params: Mapping[str, Any], seed: int, trial_number: int) -> str:
+    """Identifies a planned run: a search trial by its number, a final/grid run by its params and seed."""
+    ident = {"cell": cell_id, "role": role, "seed": seed}
+    if role == "trial":
+        ident["trial"] = trial_number
+    else:
+        ident["params"] = {k: v for k, v in sorted(params.items()) if k != space.SEED_PARAM}
+    return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Outcome:
+    status: str  # finished | failed | pruned
+    value: Optional[float] = None  # the objective (None unless finished)
+    test: Optional[float] = None  # the test metric (None unless finished)
+    run_id: Optional[str] = None
+    error: Optional[str] = None
+
+
+def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """The tags of a child run, from the fully resolved config (defaults filled in)."""
+    from uwbench.theory import compression_ratio
+    from uwbench.tracking.mlflow import git_sha
+
+    task, model, train = resolved["task"], resolved["model"], resolved["train"]
+    has_memory = "memory_size" in model
+    seq_len = task.get("seq_len")
+    ratio = NONE
+    if has_memory and isinstance(seq_len, int) and seq_len > 0:
+        ratio = round(compression_ratio(seq_len, model["memory_size"]), 6)
+    tags = {
+        "study": job.study,
+        "cell": job.cell.id,
+        "label": job.cell.label,
+        "model": model["name"],
+        "writer": model.get("writer", NONE),
+        "controller": model.get("controller", NONE),
+        "task": task["name"],
+        "seq_len": seq_len if seq_len is not None else NONE,
+        "memory_size": model["memory_size"] if has_memory else NONE,
+        "cache_size": model["cache_size"] if model.get("writer") == "cached_uniform" else NONE,
+        "compression_ratio": ratio,
+        "lr": train["lr"],
+        "clip": train["clip"],
+        "seed": train["seed"],
+        "role": job.role,
+        "status": "running",
+        "trial_number": job.trial_number,
+        "spec_hash": job.spec_hash,
+        "git_sha": git_sha(),
+        "device": train["device"],
+        "profile": job.profile,
+        "backend": job.backend,
+        "mode": job.mode,
+        "job_key": job.key,
+        "search_params": json.dumps({k: v for k, v in job.params.items() if k != space.SEED_PARAM},
+                                    sort_keys=True),
+    }
+    tags.update(job.extra_tags)
+    return tags
+
+
+def objective_value(result, metric: str) -> Optional[float]:
+    """The objective of a finished ``RunResult``: its best evaluation or its test value."""
+    kind, name = metric.split("_", 1)
+    if name != result.metric:
+        raise SweepError(f"objective {metric} does not match the task's metric {result.metric!r}; "
+                         f"use eval_{result.metric} or test_{result.metric}")
+    value = result.best_eval if kind == "eval" else result.test
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
+            on_run: Optional[Callable[[str], None]] = None) -> Outcome:
+    """Run one job: open its MLflow child run, train, and always end the run (FINISHED, FAILED, or
+    KILLED when pruned or interrupted). ``on_run(run_id)`` is called once the run exists (before any
+    training), so a backend can remember it for recovery."""
+    from uwbench.tracking.mlflow import Run
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import Pruned, train
+
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # explicit ids only (stack notes §5)
+    config = job.config()
+    run = None
+    try:
+        resolved = resolve_run(config).as_dict()
+        run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved), parent_run_id=job.parent_run_id,
+                  uri=job.uri, experiment_id=job.experiment_id)
+        if on_run is not None:
+            on_run(run.run_id)
+        result = train(config, run=run, report=report, progress=False)
+    except Pruned:
+        return Outcome("pruned", run_id=run.run_id if run else None)
+    except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
+        error = f"{type(exc).__name__}: {exc}"
+        if run is not None:
+            run.set_tags({"status": "failed", "error": error[:5000]})
+            run.end("FAILED")
+        return Outcome("failed", run_id=run.run_id if run else None, error=error)
+    if result.status != "finished":
+        return Outcome(result.status, run_id=run.run_id, error=result.error)
+    try:
+        value = objective_value(result, job.objective_metric)
+    except SweepError as exc:
+        return Outcome("failed", run_id=run.run_id, test=result.test, error=str(exc))
+    if value is None:
+        return Outcome("failed", run_id=run.run_id, error=f"objective {job.objective_metric} is not finite")
+    return Outcome("finished", value=value, test=result.test, run_id=run.run_id)
+
+
+def worker_setup() -> None:
+    """Process set-up of a sweep worker (Optuna process or Ray actor)."""
+    from uwbench import env
+    from uwbench.spec import import_plugins
+
+    env.apply()
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+    import torch
+
+    torch.set_num_threads(1)
+    import_plugins()
+
+
+# ---------------------------------------------------------------------------------------------
+# The MLflow experiment and the cell runs
+# ---------------------------------------------------------------------------------------------
+
+
+def cell_filter(plan: Plan, backend: str, cell_id: Optional[str] = None) -> str:
+    f = (f"tags.role = 'cell' and tags.profile = '{plan.profile}' and tags.spec_hash = '{plan.spec_hash}' "
+         f"and tags.backend = '{backend}'")
+    if cell_id is not None:
+        f += f" and tags.cell = '{cell_id}'"
+    return f
+
+
+def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> Dict[str, str]:
+    """The parent run of every cell (created once per cell, profile, spec hash and backend; re-used when
+    the sweep is resumed)."""
+    from uwbench.config import flatten
+    from uwbench.tracking.mlflow import Run, find_runs, git_sha
+
+    existing = {r["tags"].get("cell"): r for r in find_runs(experiment_id, cell_filter(plan, backend), uri)}
+    out = {}
+    for cell in plan.cells:
+        if cell.id in existing:
+            out[cell.id] = existing[cell.id]["run_id"]  # re-opened (RUNNING) by mark_running when work starts
+            continue
+        else:
+            tags = {"role": "cell", "study": plan.id, "cell": cell.id, "label": cell.label, "model": cell.model,
+                    "task": cell.task, "profile": plan.profile, "spec_hash": plan.spec_hash, "mode": plan.mode,
+                    "backend": backend, "git_sha": git_sha(), "artifact": plan.spec.artifact,
+                    "objective": plan.objective.metric, "direction": plan.objective.direction,
+                    "search_space": json.dumps(sorted(plan.search)), "axes": json.dumps(cell.axes, default=str)}
+            if cell.paper is not None:
+                tags["paper_value"] = cell.paper
+                tags["paper_unit"] = plan.spec.paper.unit
+            run = Run(plan.id, run_name=cell.id, tags=tags, uri=uri, experiment_id=experiment_id)
+            run.log_params(flatten(cell.config))
+        out[cell.id] = run.run_id
+    return out
+
+
+def mark_running(cell_runs: Mapping[str, str], uri: str) -> None:
+    """Re-open the cell runs of a resumed sweep (they were ended FINISHED or KILLED before)."""
+    from uwbench.tracking.mlflow import client
+
+    c = client(uri)
+    for run_id in cell_runs.values():
+        c.update_run(run_id, status="RUNNING")
+
+
+@dataclass
+class Record:
+    """One run of a sweep as the summary sees it (from Optuna or from MLflow)."""
+
+    cell: str
+    role: str
+    status: str  # finished | failed | pruned
+    value: Optional[float]
+    test: Optional[float]
+    params: Dict[str, Any]
+    seed: Optional[int]
+    number: int
+    error: Optional[str] = None
+
+
+def best_record(records: Iterable[Record], direction: str) -> Optional[Record]:
+    """The best finished search trial (ties: the earliest)."""
+    done = [r for r in records if r.role == "trial" and r.status == "finished" and r.value is not None]
+    if not done:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    return max(done, key=lambda r: (sign * r.value, -r.number))
+
+
+def cell_result(plan: Plan, rows: List[Record]):
+    """(best params, test values of the runs that count): tuned mode, the best trial's params and its
+    re-runs on the final seeds; faithful mode, the grid point with the best mean test value and its
+    seeds (a faithful study without search has one point)."""
+    finished = [r for r in rows if r.role == "final" and r.status == "finished" and r.test is not None]
+    if plan.mode == "tuned":
+        best = best_record(rows, plan.objective.direction)
+        return (best.params if best else None), [r.test for r in finished]
+    groups: Dict[str, List[Record]] = {}
+    for r in finished:
+        groups.setdefault(json.dumps({k: v for k, v in r.params.items() if k != space.SEED_PARAM},
+                                     sort_keys=True, default=str), []).append(r)
+    if not groups:
+        return None, []
+    sign = 1.0 if plan.objective.direction == "maximize" else -1.0
+    key, members = max(groups.items(), key=lambda kv: sign * statistics.fmean(r.test for r in kv[1]))
+    return json.loads(key), [r.test for r in members]
+
+
+def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str], records: List[Record],
+                    uri: str, finished_cells: Iterable[str]) -> None:
+    """Write each cell's summary (counts, best params, final mean and std) to its parent run and end it:
+    FINISHED when all its runs ended, KILLED when the sweep stopped before."""
+    from uwbench.tracking.mlflow import Run
+
+    finished_cells = set(finished_cells)
+    metric = plan.objective.metric.split("_", 1)[1]
+    for cell in plan.cells:
+        rows = [r for r in records if r.cell == cell.id]
+        run = Run(plan.id, uri=uri, experiment_id=experiment_id, run_id=cell_runs[cell.id])
+        tags: Dict[str, Any] = {
+            "n_finished": sum(r.status == "finished" for r in rows),
+            "n_pruned": sum(r.status == "pruned" for r in rows),
+            "n_failed": sum(r.status == "failed" for r in rows),
+            "status": "finished" if cell.id in finished_cells else "interrupted",
+        }
+        metrics: Dict[str, float] = {}
+        best = best_record(rows, plan.objective.direction)
+        if best is not None:
+            tags["best_trial"] = best.number
+            metrics[f"best_{plan.objective.metric}"] = best.value
+        params, finals = cell_result(plan, rows)
+        if params is not None:
+            tags["best_params"] = json.dumps(params, sort_keys=True, default=str)
+        if finals:
+            metrics[f"final_test_{metric}_mean"] = statistics.fmean(finals)
+            metrics[f"final_test_{metric}_std"] = statistics.stdev(finals) if len(finals) > 1 else 0.0
+            metrics["n_final"] = len(finals)
+        run.set_tags(tags)
+        if metrics:
+            run.log_metrics(metrics, 0)
+        run.end("FINISHED" if cell.id in finished_cells else "KILLED")
+
+
+def setup_tracking(plan: Plan, uri: Optional[str], experiment: Optional[str], backend: str):
+    """Create (in the parent, before any worker) the experiment and the cell runs."""
+    from uwbench.tracking.mlflow import ensure_experiment, resolve_uri
+
+    uri = resolve_uri(uri)
+    experiment_id = ensure_experiment(experiment or plan.id, uri)
+    return uri, experiment_id, ensure_cell_runs(plan, experiment_id, uri, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# One sweep of a study at a time
+# ---------------------------------------------------------------------------------------------
+
+
+def locks_dir() -> str:
+    from uwbench.env import runs_dir
+
+    path = os.path.join(runs_dir(), "locks")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def study_lock(plan: Plan):
+    """Hold the study's lock for the whole sweep: a second ``uwbench sweep`` of the same study and
+    profile on this machine fails at once, and stale RUNNING trials can safely be treated as
+    interrupted. Worker processes hold a shared lock on a second file, so a new sweep also waits for
+    orphaned workers of a killed one."""
+    import fcntl
+
+    path = os.path.join(locks_dir(), f"{plan.id}.{plan.profile}.lock")
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        owner = fh.read().strip() or "unknown"
+        fh.close()
+        raise SweepError(f"another `uwbench sweep` of study {plan.id!r} (profile {plan.profile}) is running "
+                         f"({owner}); wait for it to end, or stop it (lock file {path})") from None
+    wfh = open(path + ".workers", "a+")
+    try:
+        fcntl.flock(wfh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(wfh, fcntl.LOCK_UN)
+    except OSError:
+        wfh.close()
+        fh.close()
+        raise SweepError(f"workers of an earlier sweep of {plan.id!r} (profile {plan.profile}) are still running "
+                         "(its parent was killed); they stop at their next evaluation; try again shortly") from None
+    wfh.close()
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    fh.flush()
+    try:
+        yield path
+    finally:
+        fh.close()
+
+
+def hold_worker_lock(lock_path: str):
+    """In a worker: a shared lock that tells a later sweep this worker is still alive."""
+    import fcntl
+
+    fh = open(lock_path + ".workers", "a+")
+    fcntl.flock(fh, fcntl.LOCK_SH)
+    return fh
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress and summary
+# ---------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A live line: runs done / total, then done, pruned, failed, running, the best so far, ETA."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True, initial: int = 0):
+        self.enabled = enabled
+        self.total = total
+        self.seen = initial
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="run", dynamic_ncols=True,
+                            file=sys.stderr, mininterval=0.5, smoothing=0.1)
+
+    def update(self, done: int, pruned: int, failed: int, running: int, best: Optional[str] = None,
+               total: Optional[int] = None) -> None:
+        ended = done + pruned + failed
+        if self.bar is None:
+            return
+        if total is not None and total != self.bar.total:
+            self.bar.total = total
+        text = f"done {done} pruned {pruned} failed {failed} running {running}"
+        if best:
+            text += f" | best {best}"
+        self.bar.set_postfix_str(text, refresh=False)
+        if ended > self.seen:
+            self.bar.update(ended - self.seen)  # redraws, with the ETA from the pace so far
+            self.seen = ended
+        else:
+            self.bar.refresh()
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def describe_best(plan: Plan, records: Iterable[Record]) -> Optional[str]:
+    rows = [r for r in records if r.status == "finished" and r.value is not None]
+    if not rows:
+        return None
+    pick = max if plan.objective.direction == "maximize" else min
+    best = pick(rows, key=lambda r: r.value)
+    return f"{plan.objective.metric} {best.value:.4f} ({best.cell})"
+
+
+def summary(plan: Plan, records: List[Record]) -> str:
+    """A plain-text table: per cell, the runs, the chosen params, the test mean +- std, the paper."""
+    metric = plan.objective.metric.split("_", 1)[1]
+    scale = 100.0 if metric == "accuracy" else 1.0  # accuracy in percent, as the paper reports it
+    head = "best params" if plan.mode == "tuned" else "best grid point"
+    lines = [f"{'cell':<36} {'done/pruned/failed':>18}  {head:<30} {'test ' + metric + ' mean+-std (n)':>26}  paper"]
+    for cell in plan.cells:
+        rows = [r for r in records if r.cell == cell.id]
+        counts = f"{sum(r.status == 'finished' for r in rows)}/{sum(r.status == 'pruned' for r in rows)}/" \
+                 f"{sum(r.status == 'failed' for r in rows)}"
+        params, finals = cell_result(plan, rows)
+        shown = ", ".join(f"{k.split('.', 1)[-1]}={_fmt(v)}" for k, v in (params or {}).items()) or "-"
+        finals = [v * scale for v in finals]
+        if finals:
+            std = statistics.stdev(finals) if len(finals) > 1 else 0.0
+            result = f"{statistics.fmean(finals):.2f} +- {std:.2f} (n={len(finals)})"
+        else:
+            result = "-"
+        paper = f"{cell.paper:g}" if cell.paper is not None else "-"
+        lines.append(f"{cell.id:<36} {counts:>18}  {shown:<30} {result:>26}  {paper}")
+    if scale == 100.0:
+        lines.append(f"(test {metric} in percent, as the paper reports it)")
+    return "\n".join(lines)
+
+
+def failures(records: List[Record], limit: int = 3) -> List[str]:
+    """The first few distinct errors of failed runs (one line each), for the end of a sweep."""
+    seen: Dict[str, str] = {}
+    for r in records:
+        if r.status == "failed" and r.error:
+            first = r.error.strip().splitlines()[0][:300]
+            seen.setdefault(first, f"{r.cell} ({r.role} {r.number})")
+    return [f"failed: {where}: {err}" for err, where in list(seen.items())[:limit]]
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
