@@ -1,0 +1,420 @@
+"""uwbench report: golden tables from a fixture snapshot, figures through their matplotlib objects, byte-identical
+rebuilds, a report from real MLflow runs (with a memory trace), the CLI, and the HTML page in headless Chromium.
+
+Regenerate the golden files after an intended change with ``UWBENCH_UPDATE_GOLDEN=1 pytest tests/test_report.py``.
+"""
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from uwbench.report import figures, render, runs, study, tables
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "fixtures", "report")
+EXPECTED = os.path.join(HERE, "fixtures", "expected", "fixture_copy")
+TINY_STUDY = os.path.join(FIXTURE, "studies", "report_tiny.yaml")
+GOLDEN = ("accuracy.md", "accuracy.csv", "accuracy.tex", "time.md", "time.csv", "time.tex", "cells.csv")
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+
+
+def fixture_view():
+    with open(os.path.join(FIXTURE, "study.yaml"), encoding="utf-8") as f:
+        return study.from_mapping(yaml.safe_load(f), "studies/fixture_copy.yaml")
+
+
+@pytest.fixture(scope="module")
+def fixture_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reports") / "fixture_copy"
+    snap = runs.Snapshot.from_dir(FIXTURE)
+    return render.build_report(fixture_view(), snap, str(folder), keep_figures=True)
+
+
+def _files(folder):
+    return sorted(f for f in os.listdir(folder) if os.path.isfile(os.path.join(folder, f)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Golden tables
+# --------------------------------------------------------------------------------------------------
+
+
+def test_fixture_renders_to_the_committed_tables(fixture_report):
+    if os.environ.get("UWBENCH_UPDATE_GOLDEN"):
+        os.makedirs(EXPECTED, exist_ok=True)
+        for name in GOLDEN:
+            shutil.copy(os.path.join(fixture_report.folder, name), os.path.join(EXPECTED, name))
+    for name in GOLDEN:
+        with open(os.path.join(EXPECTED, name), encoding="utf-8") as f:
+            expected = f.read()
+        with open(os.path.join(fixture_report.folder, name), encoding="utf-8") as f:
+            got = f.read()
+        assert got == expected, f"{name} differs from tests/fixtures/expected/fixture_copy/{name}"
+
+
+def test_summary_semantics(fixture_report):
+    s = fixture_report.summary.set_index("cell")
+    # trials never count; of two grid points the one with the better *evaluation* is kept (not the test)
+    uw = s.loc["dnc_uw-copy-T50"]
+    assert uw["n"] == 3 and uw["n_trials"] == 1 and uw["grid_points"] == 2 and uw["lr"] == pytest.approx(1e-3)
+    assert uw["mean"] < 99.0
+    # failed and never-run cells are shown as such
+    assert s.loc["dnc-copy-T100", "state"] == tables.FAILED
+    assert s.loc["dnc_cuw-copy-T100", "state"] == tables.NOT_RUN
+    assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 1
+    md = open(os.path.join(fixture_report.folder, "accuracy.md"), encoding="utf-8").read()
+    assert "failed (0/3)" in md and "not run" in md and "n=2, 1 failed" in md
+    # diff = ours - paper, with the paper beside it
+    assert uw["diff"] == pytest.approx(uw["mean"] - 97.7)
+    assert fixture_report.status == tables.OFF  # the worst cell decides
+    red = tables.time_reductions(fixture_report.summary).set_index("cell")
+    assert set(red.index) == {"dnc_uw-copy-T50", "dnc_cuw-copy-T50"}
+    assert red.loc["dnc_uw-copy-T50", "reduction"] == pytest.approx(
+        100 * (1 - s.loc["dnc_uw-copy-T50", "sec100_mean"] / s.loc["dnc-copy-T50", "sec100_mean"]))
+    assert "Device: cpu" in open(os.path.join(fixture_report.folder, "time.md")).read() or \
+        "(cpu)" in open(os.path.join(fixture_report.folder, "README.md")).read()
+
+
+def test_verdicts():
+    assert tables.verdict(-0.5, None, 90.0, "accuracy", 5.0) == tables.MATCHES
+    assert tables.verdict(-3.0, 2.0, 90.0, "accuracy", 5.0) == tables.MATCHES  # within 2 std
+    assert tables.verdict(-3.0, 0.1, 90.0, "accuracy", 5.0) == tables.WITHIN
+    assert tables.verdict(-9.0, 0.1, 90.0, "accuracy", 5.0) == tables.OFF
+    assert tables.verdict(0.1, None, 1.0, "mse", 0.25) == tables.WITHIN
+    assert tables.verdict(None, None, None, "accuracy", 5.0) == ""
+
+
+def test_text_writers_escape():
+    t = tables.Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
+                     groups=[("", 1), ("g", 1)])
+    md = tables.to_markdown(t)
+    assert "x\\|y" in md and md.count("\n") == 3
+    tex = tables.to_latex(t)
+    assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex and r"a\_b 50\%" in tex
+    assert "<td>1.0 ± 0.1</td>" in tables.to_html(t)
+
+
+def test_snapshot_text_is_stable():
+    text = open(os.path.join(FIXTURE, "runs.csv"), encoding="utf-8").read()
+    snap = runs.Snapshot(text)
+    again = runs.runs_text(snap.runs.to_dict("records"))
+    assert again == text  # parse -> format gives the same bytes
+    assert runs.format_value(0.1) == "0.1" and runs.format_value(3.0) == "3" and runs.format_value(float("nan")) == ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Figures, through their matplotlib objects
+# --------------------------------------------------------------------------------------------------
+
+
+def test_figures_have_titles_labels_and_series(fixture_report):
+    figs = fixture_report.figures
+    assert {"accuracy_vs_ratio", "time_reduction", "learning_curves", "theory_bound"} <= set(figs)
+
+    ax = figs["accuracy_vs_ratio"].axes[0]
+    assert "compression ratio" in ax.get_title().lower()
+    assert ax.get_xlabel() == "compression ratio (D+1)/T" and "%" in ax.get_ylabel()
+    assert len(ax.containers) == 3  # DNC, DNC+UW, DNC+CUW with error bars (LSTM has no memory)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"DNC", "DNC+UW", "DNC+CUW"} <= set(labels) and any("paper" in x for x in labels)
+
+    ax = figs["time_reduction"].axes[0]
+    assert ax.get_xlabel() == "memory slots D" and "(%)" in ax.get_ylabel() and "cpu" in ax.get_title()
+    assert len([ln for ln in ax.get_lines() if ln.get_label() and not ln.get_label().startswith("_")]) == 2
+
+    lc = figs["learning_curves"]
+    panels = [a for a in lc.axes if a.get_visible()]
+    assert [a.get_title() for a in panels] == ["Copy, T=50", "Copy, T=100"]
+    assert all(a.get_xlabel() == "parameter updates" and "%" in a.get_ylabel() for a in panels)
+    assert len(panels[0].get_lines()) == 4 and len(panels[1].get_lines()) == 2  # finished cells only
+    assert len(panels[0].collections) >= 4  # a ± std band per cell with several seeds
+
+    ax = figs["theory_bound"].axes[0]
+    assert "g_λ" in ax.get_title() and ax.get_xlabel() == "compression ratio (D+1)/T"
+    bound_lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("bound")]
+    assert len(bound_lines) == len(figures.LAMBDAS) and len(ax.containers) == 3
+
+    heat = [n for n in figs if n.startswith("memory_")]
+    assert heat == ["memory_copy_t50_d4_dnc_ln-lstm"]
+    hf = figs[heat[0]]
+    titles = [a.get_title() for a in hf.axes]
+    assert "DNC: write weights" in titles and "DNC+UW: read weights" in titles and "write gate" in titles
+    assert hf.get_suptitle().startswith("Memory operations: Copy, T=50, D=4")
+    assert {a.get_xlabel() for a in hf.axes if a.get_title().endswith("weights")} == {"memory slot"}
+
+
+def test_theory_bound_matches_theory_module(fixture_report):
+    from uwbench.theory import g_lambda
+
+    ax = fixture_report.figures["theory_bound"].axes[0]
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "bound g_λ, λ=0.9")
+    x, y = line.get_xdata(), line.get_ydata()
+    i = int(abs(x - 0.1).argmin())
+    assert y[i] == pytest.approx(g_lambda(50, 4, 0.9), rel=1e-3)
+
+
+def test_heatmap_from_a_model_trace():
+    """A trace dict as uwbench.models.mann leaves it (tensors with a batch axis) draws directly."""
+    torch = pytest.importorskip("torch")
+    S, N = 8, 3
+    trace = {"write_weights": torch.rand(2, S, N), "read_weights": torch.rand(2, S, 1, N),
+             "write_gate": torch.rand(2, S), "write_mask": torch.tensor([True, False] * (S // 2)),
+             "cache_attention": {1: torch.rand(2, 2), 3: torch.rand(2, 2)}, "encoder_steps": 4}
+    arrays = figures.trace_arrays(trace)
+    assert arrays["write_weights"].shape == (S, N) and arrays["read_weights"].shape == (S, N)
+    assert arrays["write_gate"].shape == (S, 1) and arrays["cache_attention"].shape == (2, 2)
+    fig = figures.memory_heatmaps({"c": arrays}, {"c": "DNC+UW"}, "Memory operations: test")
+    assert len([a for a in fig.axes if a.get_title().startswith("DNC+UW")]) == 2
+    assert fig.axes[0].get_ylabel() == "encoder step" and fig.axes[0].images[0].get_array().shape == (4, N)
+
+
+# --------------------------------------------------------------------------------------------------
+# Determinism
+# --------------------------------------------------------------------------------------------------
+
+
+def test_rebuild_is_byte_identical(fixture_report, tmp_path):
+    snap = runs.Snapshot.from_dir(FIXTURE)
+    again = render.build_report(fixture_view(), snap, str(tmp_path / "fixture_copy"))
+    names = _files(fixture_report.folder)
+    assert names == _files(again.folder)
+    _, mismatch, errors = filecmp.cmpfiles(fixture_report.folder, again.folder, names, shallow=False)
+    assert not mismatch and not errors
+    # a rebuild from the report's own snapshot, in place, changes nothing either
+    before = {n: open(os.path.join(again.folder, n), "rb").read() for n in names}
+    render.build_report(fixture_view(), runs.Snapshot.from_dir(again.folder), again.folder)
+    assert {n: open(os.path.join(again.folder, n), "rb").read() for n in names} == before
+    with open(os.path.join(again.folder, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert "uwbench report --from-csv reports/fixture_copy/runs.csv" in readme
+    assert "0123456789ab" in readme and "abc1234" in readme and "3 seeds instead" in readme
+
+
+def test_png_metadata_has_no_version_or_date(fixture_report):
+    from PIL import Image
+
+    img = Image.open(os.path.join(fixture_report.folder, "accuracy_vs_ratio.png"))
+    assert "Software" not in img.info and not any("date" in k.lower() for k in img.info)
+    assert img.size[0] >= 500
+
+
+def test_stale_figures_are_removed(tmp_path):
+    folder = tmp_path / "fixture_copy"
+    folder.mkdir()
+    (folder / "old_figure.png").write_bytes(b"x")
+    (folder / "keep.txt").write_text("not generated")
+    render.build_report(fixture_view(), runs.Snapshot.from_dir(FIXTURE), str(folder))
+    assert not (folder / "old_figure.png").exists() and (folder / "keep.txt").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# From real MLflow runs
+# --------------------------------------------------------------------------------------------------
+
+
+QUICKSTART = os.path.join(os.path.dirname(HERE), "studies", "quickstart.yaml")
+
+
+@pytest.mark.skipif(not os.path.exists(QUICKSTART), reason="studies/quickstart.yaml is not there")
+def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_path, capsys):
+    """`uwbench sweep studies/quickstart.yaml --profile smoke` into a fresh store, then `uwbench report`."""
+    from uwbench.cli import main
+
+    assert main(["sweep", QUICKSTART, "--backend", "optuna", "--profile", "smoke", "--workers", "0",
+                 "--tracking-uri", tracking_uri, "--no-progress"]) == 0
+    out = tmp_path / "reports"
+    studies_dir = os.path.dirname(QUICKSTART)
+    args = ["report", QUICKSTART, "--tracking-uri", tracking_uri, "--out", str(out), "--studies-dir", studies_dir]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "quickstart: 3/3 cells run" in printed and "report.html" in printed
+    folder = out / "quickstart"
+    snap = runs.Snapshot.from_dir(str(folder))
+    cells = ["dnc-cached_uniform", "dnc-regular", "dnc-uniform"]
+    assert sorted(set(snap.runs["cell"])) == cells and set(snap.runs["role"]) == {"trial", "final"}
+    assert set(snap.runs["profile"]) == {"smoke"} and snap.runs["lr"].notna().all()
+    finals = snap.runs[snap.runs["role"] == "final"]
+    assert finals["test_accuracy"].notna().all() and finals["mean_seconds_per_100"].notna().all()
+    assert set(snap.curves["run_id"]) == set(finals["run_id"])  # learning curves of the final runs
+    assert set(snap.curves["metric"]) == {"eval_accuracy", "train_loss"}
+    # each cell's best checkpoint was replayed with tracing on: D = 2 slots
+    traces = snap.traces()
+    assert sorted(traces) == cells and all(t["arrays"]["write_weights"].shape[1] == 2 for t in traces.values())
+
+    rep_summary = tables.summarize(study.load(QUICKSTART, snap.runs), snap.runs).set_index("cell")
+    for cell in cells:  # the tables count the final re-runs only, never the search trials
+        n_final = int((finals["cell"] == cell).sum())
+        assert rep_summary.loc[cell, "n"] == n_final and rep_summary.loc[cell, "n_trials"] >= 1
+        mean = 100 * finals.loc[finals["cell"] == cell, "test_accuracy"].mean()
+        assert rep_summary.loc[cell, "mean"] == pytest.approx(mean)
+    names = _files(str(folder))
+    for name in ("README.md", "report.html", "runs.csv", "curves.csv", "traces.csv", "accuracy.md", "accuracy.csv",
+                 "accuracy.tex", "time.md", "cells.csv", "accuracy_vs_ratio.png", "learning_curves.png",
+                 "time_reduction.png", "theory_bound.png", "memory_copy_t4_d2_dnc_ln-lstm.png"):
+        assert name in names, name
+    readme = (folder / "README.md").read_text()
+    assert "(smoke)" in readme and "uwbench sweep studies/quickstart.yaml --profile smoke" in readme and "## Figures" in readme
+    acc = (folder / "accuracy.md").read_text()
+    assert "DNC+UW" in acc and "DNC+CUW" in acc and "(n=2)" in acc
+    assert "[quickstart](quickstart/README.md)" in (out / "README.md").read_text()
+
+    # rebuild without MLflow: the same bytes; and from MLflow again (traces replayed): the same bytes
+    before = {n: (folder / n).read_bytes() for n in names}
+    assert main(["report", "--from-csv", str(folder / "runs.csv"), "--out", str(out),
+                 "--studies-dir", studies_dir]) == 0
+    assert {n: (folder / n).read_bytes() for n in _files(str(folder))} == before
+    assert main(args) == 0
+    assert {n: (folder / n).read_bytes() for n in _files(str(folder))} == before
+
+
+def test_report_all_uses_committed_snapshots_and_lists_unrun_studies(tmp_path, capsys):
+    from uwbench.cli import main
+
+    studies_dir = tmp_path / "studies"
+    studies_dir.mkdir()
+    shutil.copy(TINY_STUDY, studies_dir)
+    other = (open(TINY_STUDY).read().replace("id: report_tiny", "id: report_other")
+             .replace("Tiny copy (report test)", "Never run"))
+    (studies_dir / "report_other.yaml").write_text(other)
+    out = tmp_path / "reports"
+    # a committed snapshot of report_tiny (the fixture's runs relabelled) and no MLflow store at all
+    folder = out / "report_tiny"
+    folder.mkdir(parents=True)
+    snap = runs.Snapshot.from_dir(FIXTURE)
+    rows = snap.runs[snap.runs["cell"].isin(["lstm-copy-T50"])].to_dict("records")
+    for r in rows:
+        r.update(study="report_tiny", cell="lstm")
+    (folder / "runs.csv").write_text(runs.runs_text(rows))
+    uri = f"sqlite:///{tmp_path / 'absent' / 'mlflow.db'}"
+    assert main(["report", "--all", "--studies-dir", str(studies_dir), "--out", str(out),
+                 "--tracking-uri", uri]) == 0
+    assert not (tmp_path / "absent").exists()  # never creates a store to look for runs
+    printed = capsys.readouterr().out
+    assert "report_other: not run" in printed and "1 report(s) written" in printed
+    index = (out / "README.md").read_text()
+    assert "[report_tiny](report_tiny/README.md)" in index and "| not run |" in index.replace("  ", " ")
+    acc = (folder / "accuracy.md").read_text()
+    assert "40.0" in acc and "LSTM" in acc  # the spec's paper value beside ours
+    first = {n: (folder / n).read_bytes() for n in _files(str(folder))}
+    assert main(["report", "--all", "--studies-dir", str(studies_dir), "--out", str(out),
+                 "--tracking-uri", uri]) == 0
+    assert {n: (folder / n).read_bytes() for n in _files(str(folder))} == first
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    from uwbench.cli import main
+
+    assert main(["report"]) == 2
+    assert "give study files" in capsys.readouterr().err
+    assert main(["report", "--from-csv", str(tmp_path / "nope" / "runs.csv")]) == 2
+    assert "no runs.csv" in capsys.readouterr().err
+    assert main(["report", TINY_STUDY, "--source", "mlflow", "--out", str(tmp_path),
+                 "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]) == 2
+    assert "no MLflow experiment 'report_tiny'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# The HTML page in a browser
+# --------------------------------------------------------------------------------------------------
+
+
+def test_html_page_is_self_contained(fixture_report):
+    page = open(os.path.join(fixture_report.folder, "report.html"), encoding="utf-8").read()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 5
+    assert 'src="http' not in page and "<table>" in page and "not run" in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); .ci/run installs it")
+def test_html_page_renders_in_headless_chromium(fixture_report, tmp_path):
+    from PIL import Image
+
+    shot = tmp_path / "shot.png"
+    page = os.path.join(fixture_report.folder, "report.html")
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+           "--window-size=1200,900", "--hide-scrollbars", f"file://{page}"]
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=50)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        pytest.fail("chromium did not finish the screenshot in 50 s")
+    assert shot.exists(), f"no screenshot; chromium said: {err.decode(errors='replace')[-2000:]}"
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1200, 900)
+    colours = img.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50, "the screenshot is (nearly) blank"
+    # not one colour covering nearly everything (a blank or error page)
+    assert max(c for c, _ in colours) < 0.97 * 1200 * 900
+
+
+@pytest.mark.skipif(not os.path.exists(QUICKSTART), reason="studies/quickstart.yaml is not there")
+def test_one_profile_at_its_current_spec_hash_per_report():
+    """Cell ids do not depend on the profile: smoke runs and cpu runs must never be averaged together."""
+    from uwbench import spec
+
+    s = spec.load(QUICKSTART)
+    h = {p: spec.expand(s, p, QUICKSTART).spec_hash for p in ("cpu", "smoke")}
+    rows = [{"run_id": "a", "spec_hash": h["smoke"], "profile": "smoke"},
+            {"run_id": "b", "spec_hash": h["cpu"], "profile": "cpu"},
+            {"run_id": "c", "spec_hash": "stale0000000", "profile": "cpu"}]
+    kept, note = study.select_run_set(rows, s)  # the default profile (cpu) first
+    assert [r["run_id"] for r in kept] == ["b"] and note == ""
+    kept, _ = study.select_run_set(rows, s, "smoke")
+    assert [r["run_id"] for r in kept] == ["a"]
+    kept, note = study.select_run_set(rows[2:], s, "cpu")
+    assert [r["run_id"] for r in kept] == ["c"] and "earlier version" in note
+    kept, _ = study.select_run_set(rows[:1], s)  # only smoke runs: those
+    assert [r["run_id"] for r in kept] == ["a"]
+    with pytest.raises(ValueError, match="profile 'gpu' is not defined"):
+        study.select_run_set(rows, s, "gpu")
+
+
+def test_regression_study_reports_mse(tmp_path):
+    """A sinusoid-like study: MSE (lower is better), no percent, no theory figure."""
+    rows = []
+    for cell, writer, base in (("dnc-sin", "regular", 1.05), ("dnc_uw-sin", "uniform", 0.44)):
+        for seed in range(2):
+            rows.append({"study": "reg", "cell": cell, "role": "final", "status": "finished", "seed": seed,
+                         "run_id": f"{cell}-{seed}", "task": "sinusoid", "model": "dnc", "controller": "ln_lstm",
+                         "writer": writer, "seq_len": 100, "memory_size": 4, "lr": 1e-3, "clip": 10.0,
+                         "test_mse": base + 0.01 * seed, "best_eval_mse": base, "mean_seconds_per_100": 5.0})
+    view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [
+        {"id": "dnc-sin", "paper": 1.05}, {"id": "dnc_uw-sin", "paper": 0.44}]})
+    rep = render.build_report(view, runs.Snapshot(runs.runs_text(rows)), str(tmp_path / "reg"), keep_figures=True)
+    md = open(os.path.join(rep.folder, "accuracy.md"), encoding="utf-8").read()
+    assert "Test MSE" in md and "1.055 ± 0.007 (n=2)" in md and "%" not in md
+    assert rep.status == tables.MATCHES and "theory_bound" not in rep.figures
+    ax = rep.figures["accuracy_vs_ratio"].axes[0]
+    assert ax.get_ylabel() == "test MSE"
+
+
+def test_trace_targets_prefer_writer_comparisons():
+    from uwbench.report import traces
+
+    rows = []
+    for i, (task, model, writer) in enumerate([("add", "ntm", "regular")] * 1 + [("reverse", "ntm", "regular")]
+                                              + [("add", "dnc", w) for w in ("regular", "uniform", "cached_uniform")]
+                                              + [("max", "dnc", w) for w in ("regular", "uniform", "cached_uniform")]
+                                              + [("copy", "lstm", "none")]):
+        rows.append({"cell": f"{model}_{writer}-{task}", "role": "final", "status": "finished", "seed": 0,
+                     "run_id": f"r{i}", "task": task, "model": model, "controller": "ln_lstm", "writer": writer,
+                     "seq_len": 50, "memory_size": 4})
+    frame = runs.Snapshot(runs.runs_text(rows)).runs
+    old = traces.MAX_GROUPS
+    traces.MAX_GROUPS = 2
+    try:
+        picked = traces.trace_targets(frame, [r["cell"] for r in rows])
+    finally:
+        traces.MAX_GROUPS = old
+    # the two DNC groups comparing three writers (max before add), never the LSTM
+    assert sorted(picked) == sorted(f"dnc_{w}-{t}" for t in ("add", "max") for w in ("regular", "uniform",
+                                                                                   "cached_uniform"))

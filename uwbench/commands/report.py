@@ -1,0 +1,71 @@
+"""`uwbench report`: the paper's tables and figures from recorded runs, into reports/<study>/."""
+from __future__ import annotations
+
+HELP = "write a study's report (tables beside the paper's values, figures, HTML) from MLflow or runs.csv"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("studies", nargs="*", metavar="STUDY.yaml", help="study files (e.g. studies/quickstart.yaml)")
+    p.add_argument("--all", action="store_true",
+                   help="every study in --studies-dir that has runs (in MLflow, else its committed runs.csv)")
+    p.add_argument("--from-csv", metavar="RUNS_CSV",
+                   help="rebuild from a report's runs.csv snapshot, without MLflow (e.g. reports/quickstart/runs.csv)")
+    p.add_argument("--source", choices=("auto", "mlflow", "csv"), default="auto",
+                   help="where the runs come from: auto = MLflow if it has the study's experiment, else runs.csv")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
+    p.add_argument("--out", default="reports", help="reports folder (default reports/)")
+    p.add_argument("--studies-dir", default="studies", help="where study files are (default studies/)")
+    p.add_argument("--profile", help="report the runs of this profile (default: the study's default profile if it "
+                                     "has runs at the current spec hash, else the first profile that has)")
+    p.add_argument("--no-traces", action="store_true", help="skip the memory traces (no checkpoint is loaded)")
+
+
+def run(args) -> int:
+    import glob
+    import os
+
+    from uwbench.report import render, report_from_csv, report_study
+
+    if args.from_csv:
+        if args.studies or args.all:
+            raise ValueError("--from-csv rebuilds one report: give no study files and no --all with it")
+        rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir)
+        _print(rep, args.out)
+        return 0
+    paths = list(args.studies)
+    if args.all:
+        paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))
+    if not paths:
+        raise ValueError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
+    from uwbench import spec as spec_mod
+    from uwbench.tracking import mlflow as tracking
+
+    done = 0
+    for path in dict.fromkeys(paths):
+        if args.all and path not in args.studies:
+            try:
+                sid = spec_mod.load(path).id
+            except spec_mod.SpecError as exc:
+                print(f"skipped {path}: {exc}")
+                continue
+            has_csv = os.path.exists(os.path.join(args.out, sid, "runs.csv"))
+            in_mlflow = args.source != "csv" and tracking.experiment_exists(sid, args.tracking_uri)
+            if not (has_csv or in_mlflow):
+                print(f"{sid}: not run (no MLflow experiment, no {os.path.join(args.out, sid, 'runs.csv')})")
+                continue
+        rep = report_study(path, tracking_uri=args.tracking_uri, out=args.out, source=args.source,
+                           traces=not args.no_traces, studies_dir=args.studies_dir, index=False,
+                           profile=args.profile)
+        _print(rep, args.out)
+        done += 1
+    index = render.write_index(args.out, args.studies_dir)
+    print(f"index: {index} ({done} report(s) written)")
+    return 0
+
+
+def _print(rep, out: str) -> None:
+    import os
+
+    n_run = int((rep.summary["state"] == "ok").sum())
+    print(f"{rep.study.id}: {n_run}/{len(rep.summary)} cells run, status: {rep.status}")
+    print(f"  {os.path.join(rep.folder, 'README.md')}  (open {os.path.join(rep.folder, 'report.html')} in a browser)")

@@ -1,0 +1,99 @@
+"""Reports: the paper's tables and figures regenerated from recorded runs (DESIGN.md §1, issue 6).
+
+``report_study("studies/quickstart.yaml")`` reads the study's runs from MLflow (or, when MLflow has none,
+from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index
+``reports/README.md``. Modules: ``runs`` (the snapshot), ``study`` (the spec as the report sees it),
+``tables``, ``figures``, ``traces`` (memory traces from checkpoints), ``render`` (files, README, HTML).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+SOURCES = ("auto", "mlflow", "csv")
+
+
+def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
+                 traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
+                 profile: Optional[str] = None, log: Callable[[str], None] = print):
+    """Build ``<out>/<id>/`` for the study file ``path``; returns the ``render.Report``.
+
+    ``source``: ``mlflow`` (the experiment named by the study id must exist), ``csv`` (the committed
+    ``<out>/<id>/runs.csv``), ``auto`` (MLflow when it has the experiment, else the CSV, else an empty
+    report with every cell not run). ``traces``: record memory traces from checkpoints (MLflow only).
+    ``profile``: whose runs to report (default: the study's default profile if it has runs, then the
+    others; see ``study.select_run_set``).
+    """
+    from uwbench import spec as spec_mod
+    from uwbench.report import render, runs as runs_mod, study as study_mod
+
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    spec = spec_mod.load(path)
+    study_id = spec.id
+    folder = os.path.join(out, study_id)
+    snap = None
+    if source in ("auto", "mlflow"):
+        from uwbench.tracking import mlflow as tracking
+
+        if tracking.experiment_exists(study_id, tracking_uri):
+            notes = []
+
+            def select(rows):
+                kept, note = study_mod.select_run_set(rows, spec, profile, path)
+                notes.append(note)
+                return kept
+
+            snap = runs_mod.from_mlflow(study_id, tracking_uri, select=select)
+            for note in filter(None, notes):
+                log(f"{study_id}: {note}")
+            if traces:
+                view = study_mod.load(path, snap.runs)
+                found = _collect_traces(snap, [c.id for c in view.cells], tracking_uri, log)
+                snap = runs_mod.Snapshot(snap.runs_csv, snap.curves_csv, runs_mod.traces_text(found))
+            log(f"{study_id}: {len(snap.runs)} runs from MLflow ({tracking.resolve_uri(tracking_uri)})")
+        elif source == "mlflow":
+            raise FileNotFoundError(f"no MLflow experiment {study_id!r} at {tracking.resolve_uri(tracking_uri)}; "
+                                    f"run `uwbench sweep {path}` first (or `--tracking-uri`)")
+    if snap is None and source in ("auto", "csv"):
+        if os.path.exists(os.path.join(folder, "runs.csv")):
+            snap = runs_mod.Snapshot.from_dir(folder)
+            log(f"{study_id}: {len(snap.runs)} runs from {os.path.join(folder, 'runs.csv')}")
+        elif source == "csv":
+            raise FileNotFoundError(f"no {os.path.join(folder, 'runs.csv')}: build the report from MLflow first")
+    if snap is None:
+        snap = runs_mod.Snapshot(runs_mod.runs_text([]))
+        log(f"{study_id}: no runs yet (every cell is shown as not run)")
+    view = study_mod.load(path, snap.runs)
+    report = render.build_report(view, snap, folder)
+    if index:
+        render.write_index(out, studies_dir or os.path.dirname(path) or ".")
+    return report
+
+
+def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str = "studies", index: bool = True,
+                    log: Callable[[str], None] = print):
+    """Rebuild a report from a ``runs.csv`` snapshot (and its sibling curves.csv / traces.csv), no MLflow.
+    ``out`` defaults to the folder above the snapshot's (``reports/<id>/runs.csv`` -> ``reports``)."""
+    from uwbench.report import render, runs as runs_mod
+
+    src = os.path.dirname(os.path.abspath(csv_path))
+    if os.path.basename(csv_path) != "runs.csv":
+        raise ValueError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")
+    snap = runs_mod.Snapshot.from_dir(src)
+    view = render.study_for_snapshot(snap, studies_dir, src)
+    out = out or os.path.dirname(src)
+    report = render.build_report(view, snap, os.path.join(out, view.id))
+    log(f"{view.id}: {len(snap.runs)} runs from {csv_path}")
+    if index:
+        render.write_index(out, studies_dir)
+    return report
+
+
+def _collect_traces(snap, cell_order, uri, log):
+    from uwbench.report import traces as traces_mod
+
+    targets = traces_mod.trace_targets(snap.runs, cell_order)
+    if not targets:
+        return {}
+    return traces_mod.collect(snap.runs, cell_order, uri, log=log)

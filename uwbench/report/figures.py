@@ -1,0 +1,367 @@
+"""Report figures (matplotlib, Agg, no pyplot state): each function returns a ``Figure`` (or None when the
+study has nothing to draw) so tests can check titles, labels and series; ``save_png`` writes it with
+fixed metadata so a rebuild gives byte-identical files.
+
+- ``accuracy_vs_ratio``  paper Fig. 1 (a, c): accuracy against the compression ratio (D+1)/T per model,
+                         controller and writer, error bars = std over seeds, the paper's values as ×.
+- ``time_reduction``     paper Fig. 1 (b, d): training-time reduction of UW / CUW against regular
+                         writing, against the number of memory slots D.
+- ``learning_curves``    eval metric against updates, mean line and ±std band over seeds (paper Fig. 2).
+- ``memory_heatmaps``    write weights (encoder steps × slots), read weights (decoder steps × slots) and
+                         the write gate, one row per writer (appendix figures on copy and max).
+- ``theory_bound``       g_lambda((D+1)/T) (appendix, proof of Theorem 3) for a few lambda, over the
+                         measured accuracy of the memory models.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from uwbench.report.tables import (CONTROLLER_NAMES, OK, cap, _isnum, label_flags, metric_info,
+                                   model_label, task_label, time_reductions)
+
+DPI = 100
+LAMBDAS = (0.8, 0.9, 0.95, 0.99)
+PNG_METADATA = {"Software": None}  # no version string, no date: identical bytes on rebuild
+STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8,
+         "axes.grid": True, "grid.alpha": 0.3, "svg.hashsalt": "uwbench", "path.simplify": True}
+
+
+def _figure(width: float, height: float):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    matplotlib.rcParams.update(STYLE)
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_png(fig, path: str) -> str:
+    fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
+    return path
+
+
+def _colors(n: int):
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"] if n <= 10 else colormaps["tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _series_label(r, with_controller: bool, with_task: bool) -> str:
+    label = model_label(r, with_controller=with_controller)
+    if with_task:
+        label += f", {task_label(r['task'])}"
+    return label
+
+
+def _varies(values) -> bool:
+    return len({str(v) for v in values if _isnum(v) or (isinstance(v, str) and v)}) > 1
+
+
+def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[(summary["state"] == OK) & summary["compression_ratio"].map(_isnum)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Accuracy against compression ratio
+# --------------------------------------------------------------------------------------------------
+
+
+def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
+    """One axes per controller and task (where they vary; the ablation's panels a and c), a series per
+    model + writer with error bars (std over seeds), x = (D+1)/T; the paper's values as x."""
+    info = metric_info(metric)
+    rows = _memory_rows(summary)
+    if len(rows) == 0:
+        return None
+    by_ctrl = _varies(rows["controller"])
+    by_task = _varies(rows["task"])
+    panels = list(dict.fromkeys((r["controller"] if by_ctrl else None, r["task"] if by_task else None)
+                                for _, r in rows.iterrows()))
+    ncols = min(len(panels), 3)
+    nrows = int(math.ceil(len(panels) / ncols))
+    fig = _figure(6.0 * ncols, 4.2 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, (ctrl, task) in zip(axes, panels):
+        mask = np.ones(len(rows), dtype=bool)
+        if ctrl is not None:
+            mask &= (rows["controller"] == ctrl).to_numpy()
+        if task is not None:
+            mask &= (rows["task"] == task).to_numpy()
+        part = rows[mask]
+        keys = list(dict.fromkeys(model_label(r) for _, r in part.iterrows()))
+        colors = dict(zip(keys, _colors(len(keys))))
+        any_paper = False
+        for key in keys:
+            s = part[[model_label(r) == key for _, r in part.iterrows()]]
+            s = s.sort_values("compression_ratio", kind="stable")
+            y = s["mean"].to_numpy(dtype=float)
+            err = s["std"].map(lambda v: v if _isnum(v) else 0.0).to_numpy(dtype=float)
+            ax.errorbar(s["compression_ratio"].to_numpy(dtype=float), y, yerr=err, label=key, marker="o",
+                        capsize=3, color=colors[key], linewidth=1.5, markersize=5)
+            p = s[s["paper"].map(_isnum)]
+            if len(p):  # the paper's values in the series' colour
+                any_paper = True
+                ax.scatter(p["compression_ratio"].to_numpy(dtype=float), p["paper"].to_numpy(dtype=float),
+                           marker="x", color=colors[key], s=50, zorder=3)
+        if any_paper:  # one legend entry for all the paper markers
+            ax.scatter([], [], marker="x", color="black", s=50, label="paper (same colour)")
+        ax.set_xlabel("compression ratio (D+1)/T")
+        ax.set_ylabel(info["name"] + (f" ({info['unit']})" if info["unit"] else ""))
+        parts = ([task_label(task)] if task is not None else []) + (
+            [f"{CONTROLLER_NAMES.get(ctrl, ctrl)} controller"] if ctrl is not None else [])
+        ax.set_title(", ".join(parts) if parts else f"{cap(info['name'])} vs compression ratio")
+        ax.legend(loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if len(panels) > 1:
+        fig.suptitle(f"{cap(info['name'])} vs compression ratio (mean ± std over seeds)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# Time reduction against memory slots
+# --------------------------------------------------------------------------------------------------
+
+
+def time_reduction(summary: pd.DataFrame, device: str = ""):
+    red = time_reductions(summary)
+    if len(red) == 0:
+        return None
+    fig = _figure(6.0, 4.2)
+    ax = fig.subplots()
+    with_ctrl = _varies(red["controller"])
+    with_task = _varies(red["task"].astype(str) + red["seq_len"].astype(str))
+    keys = []
+    for _, r in red.iterrows():
+        k = model_label(r, with_controller=with_ctrl) + (f", {task_label(r['task'])} T={int(r['seq_len'])}"
+                                                          if with_task else "")
+        keys.append(k)
+    red = red.assign(_key=keys)
+    order = list(dict.fromkeys(keys))
+    paper = dict(zip(summary["cell"], summary["paper_time_reduction"]))
+    any_paper = False
+    for key, color in zip(order, _colors(len(order))):
+        s = red[red["_key"] == key].sort_values("memory_size", kind="stable")
+        ax.plot(s["memory_size"].to_numpy(dtype=float), s["reduction"].to_numpy(dtype=float), marker="o",
+                label=key, color=color)
+        pts = [(d, paper[c]) for d, c in zip(s["memory_size"], s["cell"]) if _isnum(paper.get(c))]
+        if pts:  # the paper's reductions (Fig. 1 b, d) in the series' colour
+            any_paper = True
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=color, s=50, zorder=3)
+    if any_paper:
+        ax.scatter([], [], marker="x", color="black", s=50, label="paper (same colour)")
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("memory slots D")
+    ax.set_ylabel("training time reduction vs regular writing (%)")
+    ax.set_title("Time reduction vs memory slots" + (f" ({device})" if device else ""))
+    ax.legend(loc="best")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# Learning curves
+# --------------------------------------------------------------------------------------------------
+
+
+def curve_frame(curves: pd.DataFrame, runs: pd.DataFrame, metric_name: str) -> pd.DataFrame:
+    """Long frame (cell, seed, step, value) of the finished final runs' ``metric_name`` histories."""
+    if len(curves) == 0:
+        return pd.DataFrame(columns=["cell", "run_id", "step", "value"])
+    finals = runs[(runs["role"] == "final") & (runs["status"] == "finished")][["run_id", "cell"]]
+    c = curves[curves["metric"] == metric_name]
+    return c.merge(finals, on="run_id", how="inner")[["cell", "run_id", "step", "value"]]
+
+
+def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame, metric: str = "accuracy"):
+    """One axes per (task, T), one series per cell: mean over seeds, band = ± std."""
+    info = metric_info(metric)
+    frame = curve_frame(curves, runs, info["curve"])
+    if len(frame) == 0:
+        return None
+    cells = summary[summary["cell"].isin(set(frame["cell"]))]
+    panels = list(dict.fromkeys(zip(cells["task"], cells["seq_len"])))
+    ncols = min(len(panels), 3)
+    nrows = int(math.ceil(len(panels) / ncols))
+    fig = _figure(5.2 * ncols, 3.8 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    with_ctrl = label_flags(summary)["with_controller"]
+    for ax, (task, T) in zip(axes, panels):
+        part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if _isnum(T) else cells[cells["task"] == task]
+        with_mem = _varies(part["memory_size"])
+        colors = _colors(len(part))
+        for color, (_, r) in zip(colors, part.iterrows()):
+            g = frame[frame["cell"] == r["cell"]]
+            table = g.pivot_table(index="step", columns="run_id", values="value", aggfunc="mean").sort_index()
+            steps = table.index.to_numpy(dtype=float)
+            values = table.to_numpy(dtype=float) * info["scale"]
+            mean = np.nanmean(values, axis=1)
+            label = model_label(r, with_controller=with_ctrl) + (
+                f", D={int(r['memory_size'])}" if with_mem and _isnum(r["memory_size"]) else "")
+            ax.plot(steps, mean, label=f"{label} (n={table.shape[1]})", color=color, linewidth=1.5)
+            if table.shape[1] > 1:
+                std = np.nanstd(values, axis=1, ddof=1)
+                ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        ax.set_xlabel("parameter updates")
+        ax.set_ylabel(info["name"].replace("test", "eval") + (f" ({info['unit']})" if info["unit"] else ""))
+        ax.set_title(f"{task_label(task)}" + (f", T={int(T)}" if _isnum(T) else ""))
+        ax.legend(loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learning curves (mean ± std over seeds)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory-operation heatmaps
+# --------------------------------------------------------------------------------------------------
+
+
+def trace_arrays(trace: Mapping, sample: int = 0) -> Dict[str, np.ndarray]:
+    """A model's ``trace`` dict (uwbench.models.mann: tensors with a batch axis) -> 2-D numpy arrays of
+    one sample: write_weights (S, N), read_weights (S, N; summed over read heads), write_gate (S, 1),
+    write_mask (S, 1), encoder_steps (1, 1), cache_attention (write step, cached state) when present."""
+
+    def np_(x):
+        return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+    out: Dict[str, np.ndarray] = {}
+    if "write_weights" in trace:
+        w = np_(trace["write_weights"])[sample]  # (S, N) or (S, heads, N)
+        out["write_weights"] = w.reshape(w.shape[0], -1, w.shape[-1]).sum(axis=1)
+    if "read_weights" in trace:
+        r = np_(trace["read_weights"])[sample]  # (S, N) or (S, R, N)
+        out["read_weights"] = r.reshape(r.shape[0], -1, r.shape[-1]).sum(axis=1)
+    if "write_gate" in trace:
+        g = np_(trace["write_gate"])[sample]
+        out["write_gate"] = g.reshape(g.shape[0], -1)[:, :1]
+    if "write_mask" in trace:
+        out["write_mask"] = np_(trace["write_mask"]).astype(float).reshape(-1, 1)
+    if "encoder_steps" in trace:
+        out["encoder_steps"] = np.array([[float(trace["encoder_steps"])]])
+    att = trace.get("cache_attention") or {}
+    if att:
+        steps = sorted(att)
+        width = max(np_(att[s]).shape[-1] for s in steps)
+        a = np.full((len(steps), width), np.nan)
+        for i, s in enumerate(steps):
+            v = np_(att[s])[sample]
+            a[i, : v.shape[-1]] = v
+        out["cache_attention"] = a
+    return out
+
+
+def memory_heatmaps(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapping[str, str], title: str):
+    """Rows = traced cells (e.g. DNC, DNC+UW, DNC+CUW); columns = write weights over the encoder steps,
+    read weights over the decoder steps (rows are timesteps, columns memory slots, as the paper's
+    appendix figures), and the write gate over the encoder steps."""
+    cells = [c for c in traces if "write_weights" in traces[c] or "read_weights" in traces[c]]
+    if not cells:
+        return None
+    has_gate = any("write_gate" in traces[c] for c in cells)
+    ncols = 3 if has_gate else 2
+    fig = _figure(3.2 * ncols + 1.0, 3.6 * len(cells))
+    grid = fig.subplots(len(cells), ncols, squeeze=False,
+                        gridspec_kw={"width_ratios": [3, 3, 1][:ncols]})
+    for row, cell in zip(grid, cells):
+        arr = traces[cell]
+        te = int(arr["encoder_steps"][0, 0]) if "encoder_steps" in arr else None
+        w = arr.get("write_weights")
+        r = arr.get("read_weights")
+        te = te if te is not None else (w.shape[0] // 2 if w is not None else 0)
+        name = labels.get(cell, cell)
+        for ax, data, what, steps in ((row[0], w, "write weights", "encoder"),
+                                      (row[1], r, "read weights", "decoder")):
+            if data is None:
+                ax.set_visible(False)
+                continue
+            part = data[:te] if steps == "encoder" else data[te:]
+            im = ax.imshow(part, aspect="auto", cmap="viridis", vmin=0.0, vmax=max(1e-6, float(np.nanmax(part)) if part.size else 1.0),
+                           interpolation="nearest")
+            ax.set_title(f"{name}: {what}")
+            ax.set_xlabel("memory slot")
+            ax.set_ylabel(f"{steps} step")
+            ax.set_xticks(range(part.shape[1]))
+            ax.grid(False)
+            fig.colorbar(im, ax=ax, label="weight")
+        if has_gate:
+            ax = row[2]
+            g = arr.get("write_gate")
+            if g is None:
+                ax.set_visible(False)
+                continue
+            part = g[:te]
+            im = ax.imshow(part, aspect="auto", cmap="magma", vmin=0.0, vmax=1.0, interpolation="nearest")
+            mask = arr.get("write_mask")
+            if mask is not None:  # mark the steps that were written
+                written = np.flatnonzero(mask[:te, 0] > 0.5)
+                ax.scatter(np.zeros(len(written)), written, marker=">", s=12, color="cyan", label="write step")
+            ax.set_title("write gate")
+            ax.set_xticks([])
+            ax.set_xlabel("gate")
+            ax.set_ylabel("encoder step")
+            ax.grid(False)
+            fig.colorbar(im, ax=ax, label="gate value")
+    fig.suptitle(title)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# Theory bound over measured accuracy
+# --------------------------------------------------------------------------------------------------
+
+
+def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
+    """g_lambda against the compression ratio x = (D+1)/T (it depends on T and D only through x), for a
+    few lambda, with C = 1, over the measured accuracy (as a fraction) of the memory-model cells."""
+    from uwbench.theory import compression_ratio, g_lambda
+
+    rows = _memory_rows(summary)
+    rows = rows[rows["mean"].map(_isnum)]
+    if len(rows) == 0:
+        return None
+    fig = _figure(6.4, 4.4)
+    ax = fig.subplots()
+    xmax = min(1.0, max(0.25, float(rows["compression_ratio"].max()) * 1.5))
+    T = 1000  # a fine grid of ratios; g depends on x only
+    D = np.arange(0, int(xmax * T))
+    x = np.array([compression_ratio(T, int(d)) for d in D])
+    styles = ("--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 3)))
+    for i, lam in enumerate(lams):  # grey dashes, so the measured series keep the colours
+        grey = str(round(0.15 + 0.55 * i / max(len(lams) - 1, 1), 3))
+        ax.plot(x, g_lambda(T, D, lam), linestyle=styles[i % len(styles)], linewidth=1.4, color=grey,
+                label=f"bound g_λ, λ={lam:g}")
+    with_ctrl = _varies(rows["controller"])
+    with_task = _varies(rows["task"])
+    keys = list(dict.fromkeys(_series_label(r, with_ctrl, with_task) for _, r in rows.iterrows()))
+    for key, color in zip(keys, _colors(len(keys))):
+        s = rows[[_series_label(r, with_ctrl, with_task) == key for _, r in rows.iterrows()]]
+        s = s.sort_values("compression_ratio", kind="stable")
+        err = s["std"].map(lambda v: v / 100.0 if _isnum(v) else 0.0).to_numpy(dtype=float)
+        ax.errorbar(s["compression_ratio"].to_numpy(dtype=float), s["mean"].to_numpy(dtype=float) / 100.0,
+                    yerr=err, marker="o", linestyle="none", capsize=3, color=color, label=f"measured: {key}")
+    ax.set_xlim(0.0, xmax)
+    ax.set_ylim(0.0, 1.05)
+    ax.set_xlabel("compression ratio (D+1)/T")
+    ax.set_ylabel("test accuracy (fraction) / bound g_λ (C = 1)")
+    ax.set_title("Theory bound g_λ vs measured accuracy")
+    ax.legend(loc="lower right")
+    return fig
+
+
+def trace_title(summary_row) -> str:
+    r = summary_row
+    parts = [f"{task_label(r['task'])}"]
+    if _isnum(r["seq_len"]):
+        parts.append(f"T={int(r['seq_len'])}")
+    if _isnum(r["memory_size"]):
+        parts.append(f"D={int(r['memory_size'])}")
+    return "Memory operations: " + ", ".join(parts) + " (one test sequence)"

@@ -1,0 +1,374 @@
+"""Write a study's report folder and the reports index.
+
+``build_report(study, snapshot, folder)`` writes, from the snapshot alone (DESIGN.md §1):
+
+    runs.csv curves.csv traces.csv      the snapshot (rebuild with `uwbench report --from-csv`)
+    accuracy.md .tex (.csv)             the paper's layout: ours (mean ± std, n) | paper | Δ
+    cells.csv                           every cell, numeric
+    time.md .csv .tex                   seconds per 100 updates, reduction of UW / CUW vs regular
+    *.png                               figures (see uwbench.report.figures)
+    README.md                           question, commands, spec hash, git sha, tables, figures, deviations
+    report.html                         one self-contained page (tables + figures as base64)
+
+Nothing here depends on the time, the machine or where the data came from, so a rebuild of unchanged
+data gives identical bytes. Files of an earlier build that this build no longer makes are removed.
+``write_index(root, studies_dir)`` writes ``<root>/README.md``: every study, its headline numbers
+against the paper's and its status (matches / within tolerance / off / not run).
+"""
+from __future__ import annotations
+
+import base64
+import glob
+import html
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from uwbench.report import figures, tables
+from uwbench.report.runs import Snapshot, to_csv_text
+from uwbench.report.study import StudyView, find_study_file, from_runs
+from uwbench.report.study import load as load_study
+
+GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")
+MAX_HEADLINE = 3
+
+
+@dataclass
+class Report:
+    study: StudyView
+    folder: str
+    summary: pd.DataFrame
+    status: str
+    files: List[str] = field(default_factory=list)
+    figures: Dict[str, object] = field(default_factory=dict)  # name -> matplotlib Figure (for tests)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
+
+
+def display_path(path: str) -> str:
+    """A study path as shown in commands: relative to the working directory when inside it."""
+    if not path:
+        return ""
+    rel = os.path.relpath(os.path.abspath(path))
+    return rel if not rel.startswith("..") else os.path.join("studies", os.path.basename(path))
+
+
+def _write(path: str, text: str, files: List[str]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    files.append(path)
+
+
+def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bool = False) -> Report:
+    os.makedirs(folder, exist_ok=True)
+    files: List[str] = list(snap.write(folder))
+    runs = snap.runs[snap.runs["study"].isin([study.id, ""])] if len(snap.runs) else snap.runs
+    summary = tables.summarize(study, runs)
+    status = tables.study_status(summary)
+    report = Report(study=study, folder=folder, summary=summary, status=status)
+
+    # tables
+    blocks = tables.paper_tables(summary, study)
+    acc_md = "\n".join(f"**{t.title}**\n\n{tables.to_markdown(t)}" for t in blocks)
+    _write(os.path.join(folder, "accuracy.md"), acc_md, files)
+    _write(os.path.join(folder, "accuracy.tex"), "\n".join(tables.to_latex(t) for t in blocks), files)
+    for i, t in enumerate(blocks):
+        name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{slug(t.title)}.csv"
+        _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
+    cells = tables.cells_table(summary, study)
+    _write(os.path.join(folder, "cells.csv"), to_csv_text(*_csv_args(cells)), files)
+    ttable = tables.time_table(summary)
+    if ttable is not None:
+        _write(os.path.join(folder, "time.md"), tables.to_markdown(ttable), files)
+        _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
+        _write(os.path.join(folder, "time.tex"), tables.to_latex(ttable), files)
+
+    # figures
+    made = _figures(study, snap, runs, summary)
+    pngs = []
+    for name, (fig, caption) in made.items():
+        path = os.path.join(folder, f"{name}.png")
+        figures.save_png(fig, path)
+        files.append(path)
+        pngs.append((name, caption))
+        if keep_figures:
+            report.figures[name] = fig
+    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs)
+    _write(os.path.join(folder, "README.md"), readme, files)
+    _write(os.path.join(folder, "report.html"), _html(study, summary, status, blocks, cells, ttable, pngs, folder),
+           files)
+    _remove_stale(folder, files)
+    report.files = files
+    return report
+
+
+def _csv_args(t: tables.Table):
+    cols, rows = tables.to_csv_rows(t)
+    return cols, [dict(zip(cols, r)) for r in rows]
+
+
+def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame) -> Dict[str, tuple]:
+    made: Dict[str, tuple] = {}
+    info = tables.metric_info(study.metric)
+    dev = ", ".join(tables.devices(summary))
+    fig = figures.accuracy_vs_ratio(summary, study.metric)
+    if fig is not None:
+        made["accuracy_vs_ratio"] = (fig, f"{tables.cap(info['name'])} against the compression ratio (D+1)/T "
+                                          "(mean ± std over seeds; × = the paper's value).")
+    fig = figures.time_reduction(summary, dev)
+    if fig is not None:
+        made["time_reduction"] = (fig, "Training-time reduction of uniform / cached-uniform writing against "
+                                       f"regular writing, by memory slots D ({dev}).")
+    fig = figures.learning_curves(snap.curves, runs, summary, study.metric)
+    if fig is not None:
+        made["learning_curves"] = (fig, "Learning curves: evaluation metric every evaluation step, mean over "
+                                        "seeds with a ± std band.")
+    if study.metric == "accuracy":
+        fig = figures.theory_bound(summary)
+        if fig is not None:
+            made["theory_bound"] = (fig, "The bound g_λ at the optimal (uniform) intervals against (D+1)/T "
+                                         "(C = 1), over the measured accuracy of the memory models.")
+    traces = snap.traces()
+    if traces:
+        by_cell = {r["cell"]: r for _, r in summary.iterrows()}
+        groups: Dict[tuple, List[str]] = {}
+        for cell in [c for c in summary["cell"] if c in traces]:
+            r = by_cell[cell]
+            key = (r["task"], f"T{tables._itext(r['seq_len'])}", f"D{tables._itext(r['memory_size'])}", r["model"],
+                   r["controller"])
+            groups.setdefault(key, []).append(cell)
+        for key, cells in groups.items():
+            cells.sort(key=lambda c: tables._writer_rank(by_cell[c]["writer"]))
+            labels = {c: tables.model_label(by_cell[c]) for c in cells}
+            fig = figures.memory_heatmaps({c: traces[c]["arrays"] for c in cells}, labels,
+                                          figures.trace_title(by_cell[cells[0]]))
+            if fig is not None:
+                name = "memory_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
+                made[name] = (fig, f"{figures.trace_title(by_cell[cells[0]])}: write weights while encoding, read "
+                                   "weights while decoding (rows are steps, columns memory slots), write gate.")
+    return made
+
+
+def _remove_stale(folder: str, keep: List[str]) -> None:
+    keep_abs = {os.path.abspath(p) for p in keep}
+    for pattern in GENERATED:
+        for path in glob.glob(os.path.join(folder, pattern)):
+            if os.path.abspath(path) not in keep_abs:
+                os.remove(path)
+
+
+# --------------------------------------------------------------------------------------------------
+# README.md and report.html
+# --------------------------------------------------------------------------------------------------
+
+
+def _run_facts(runs: pd.DataFrame) -> Dict[str, str]:
+    finals = runs[runs["role"] == "final"]
+    trials = runs[runs["role"] == "trial"]
+
+    def values(col):
+        return ", ".join(sorted({str(v) for v in runs[col] if isinstance(v, str) and v})) or "—"
+
+    return {
+        "finals": f"{len(finals)} final runs ({int((finals['status'] == 'finished').sum())} finished, "
+                  f"{int(finals['status'].isin(['failed', 'killed']).sum())} failed)",
+        "trials": f"{len(trials)} search trials" if len(trials) else "",
+        "git_sha": values("git_sha"),
+        "spec_hash": values("spec_hash"),
+        "device": values("device"),
+        "profile": values("profile") if "profile" in runs.columns else "—",
+    }
+
+
+def _profile_flag(profiles: str) -> str:
+    if profiles in ("—", ""):
+        return ""
+    if "," in profiles:
+        return f"   # profiles: {profiles}"
+    return f" --profile {profiles}"
+
+
+def headline(summary: pd.DataFrame, metric: str) -> str:
+    """Our numbers against the paper's for the first few compared cells (spec order)."""
+    info = tables.metric_info(metric)
+    dec = info["decimals"]
+    unit = info["unit"]
+    done = summary[summary["state"] == tables.OK]
+    compared = done[done["paper"].map(tables._isnum)]
+    pick = compared if len(compared) else done
+    parts = []
+    for _, r in pick.head(MAX_HEADLINE).iterrows():
+        name = f"{tables.model_label(r)} {tables.column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
+        text = f"{name}: {tables.fmt(r['mean'], dec)}{unit}"
+        if tables._isnum(r["paper"]):
+            text += f" (paper {tables.fmt(r['paper'], dec)}{unit})"
+        parts.append(text)
+    more = len(pick) - MAX_HEADLINE
+    return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
+
+
+def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs) -> str:
+    facts = _run_facts(runs)
+    path = display_path(study.path) or f"studies/{study.id}.yaml"
+    n_run = int((summary["state"] == tables.OK).sum())
+    lines = [f"# {study.title or study.id} (`{study.id}`)", "",
+             "<!-- generated by `uwbench report`; do not edit -->", ""]
+    if study.question:
+        lines += [f"**Question.** {study.question}", ""]
+    if study.paper_ref:
+        lines += [f"**Paper.** {study.paper_ref}", ""]
+    lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
+              f"within 2 std of ours = matches, within {study.tol:g}"
+              f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off).", ""]
+    lines += ["## How it was made", "", "```bash",
+              f"uwbench sweep {path}" + _profile_flag(facts["profile"]),
+              f"uwbench report {path}",
+              f"uwbench report --from-csv reports/{study.id}/runs.csv   # rebuild without MLflow",
+              "```", "",
+              f"- MLflow experiment: `{study.id}`; {facts['finals']}" + (f", {facts['trials']}" if facts["trials"] else ""),
+              f"- spec hash: `{study.spec_hash or '—'}` (runs: {facts['spec_hash']})",
+              f"- git sha of the runs: {facts['git_sha']}",
+              f"- device: {facts['device']}", ""]
+    lines += ["## Results", ""]
+    for t in blocks:
+        lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
+        lines += [f"_{n}_" for n in t.notes] + [""]
+    if study.paper_notes:
+        lines += [f"_Paper values: {study.paper_notes}_", ""]
+    lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
+              "LaTeX: [`accuracy.tex`](accuracy.tex))", "", tables.to_markdown(cells).rstrip("\n"), ""]
+    if ttable is not None:
+        lines += ["## Time", "", tables.to_markdown(ttable).rstrip("\n"), ""]
+        lines += [f"_{n}_" for n in ttable.notes] + [""]
+    if pngs:
+        lines += ["## Figures", ""]
+        for name, caption in pngs:
+            lines += [f"![{caption}]({name}.png)", "", f"_{caption}_", ""]
+    lines += ["## Deviations", ""]
+    devs = list(study.deviations) or ["none recorded in the study spec"]
+    lines += [f"- {d}" for d in devs] + ["- repository-wide deviations from the authors' code: "
+                                         "[`studies/README.md`](../../studies/README.md)", ""]
+    lines += ["## Files", "",
+              "`runs.csv` (the MLflow rows used), `curves.csv` (learning curves), `traces.csv` (memory traces), "
+              "`accuracy.{md,csv,tex}`, `time.{md,csv,tex}`, `cells.csv`, `report.html` (open in a browser).", ""]
+    return "\n".join(lines)
+
+
+CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#1a1a1a;background:#fff}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}caption{font-weight:bold;text-align:left;padding:.3em 0}
+th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#eef2f7}
+thead tr:first-child th[colspan]{text-align:center}
+td:first-child,th:first-child{text-align:left}td.missing{color:#a33;background:#fbeaea}
+.status{display:inline-block;padding:.2em .6em;border-radius:4px;background:#e8f0fe}
+figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{color:#555;font-size:.9em}
+p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padding:.1em .3em}"""
+
+
+def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder) -> str:
+    esc = html.escape
+    path = display_path(study.path) or f"studies/{study.id}.yaml"
+    parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+             f"<title>{esc(study.title or study.id)}: uwbench report</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
+             f"<h1>{esc(study.title or study.id)} <small>(<code>{esc(study.id)}</code>)</small></h1>\n"]
+    if study.question:
+        parts.append(f"<p><b>Question.</b> {esc(study.question)}</p>\n")
+    n_run = int((summary["state"] == tables.OK).sum())
+    parts.append(f'<p><span class="status">Status: {esc(status)}</span> {n_run}/{len(summary)} cells run. '
+                 f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
+                 f" and <code>uwbench report {esc(path)}</code>.</p>\n<h2>Results</h2>\n")
+    for t in blocks:
+        parts.append(tables.to_html(t))
+    if ttable is not None:
+        parts.append("<h2>Time</h2>\n" + tables.to_html(ttable))
+    if pngs:
+        parts.append("<h2>Figures</h2>\n")
+        for name, caption in pngs:
+            with open(os.path.join(folder, f"{name}.png"), "rb") as f:
+                data = base64.b64encode(f.read()).decode("ascii")
+            parts.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{esc(caption)}</figcaption></figure>\n")
+    parts.append("<h2>All cells</h2>\n" + tables.to_html(cells))
+    if study.deviations:
+        parts.append("<h2>Deviations</h2>\n<ul>\n" + "".join(f"<li>{esc(d)}</li>\n" for d in study.deviations)
+                     + "</ul>\n")
+    parts.append("</body>\n</html>\n")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# The index
+# --------------------------------------------------------------------------------------------------
+
+
+def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str]]:
+    """One entry per study file, and per report folder without one, from the committed snapshots."""
+    entries = []
+    seen = set()
+    for path in sorted(glob.glob(os.path.join(studies_dir, "*.yaml"))):
+        try:
+            from uwbench import spec as spec_mod
+
+            sid = spec_mod.load(path).id
+            folder = os.path.join(root, sid)
+            snap = Snapshot.from_dir(folder) if os.path.exists(os.path.join(folder, "runs.csv")) else None
+            view = load_study(path, snap.runs if snap is not None else None)
+        except Exception as exc:  # noqa: BLE001 - a broken study is listed as such, not fatal here
+            entries.append({"id": os.path.splitext(os.path.basename(path))[0], "title": "", "headline": "",
+                            "cells": "", "status": f"invalid spec ({type(exc).__name__})", "link": ""})
+            continue
+        seen.add(view.id)
+        entries.append(_entry(view, root, snap))
+    for runs_csv in sorted(glob.glob(os.path.join(root, "*", "runs.csv"))):
+        sid = os.path.basename(os.path.dirname(runs_csv))
+        if sid in seen:
+            continue
+        snap = Snapshot.from_dir(os.path.dirname(runs_csv))
+        entries.append(_entry(from_runs(sid, snap.runs), root, snap))
+    return entries
+
+
+def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[str, str]:
+    if snap is None:
+        return {"id": view.id, "title": view.title, "headline": "", "cells": f"0/{len(view.cells)}",
+                "status": tables.NOT_RUN, "link": ""}
+    runs = snap.runs[snap.runs["study"].isin([view.id, ""])]
+    summary = tables.summarize(view, runs)
+    n_run = int((summary["state"] == tables.OK).sum())
+    return {"id": view.id, "title": view.title, "headline": headline(summary, view.metric),
+            "cells": f"{n_run}/{len(summary)}", "status": tables.study_status(summary),
+            "link": f"{view.id}/README.md"}
+
+
+def write_index(root: str, studies_dir: str = "studies") -> str:
+    entries = index_entries(root, studies_dir)
+    t = tables.Table(title="Studies", columns=["Study", "Title", "Ours vs paper", "Cells run", "Status"],
+                     rows=[[f"[{e['id']}]({e['link']})" if e["link"] else e["id"], e["title"], e["headline"],
+                            e["cells"], e["status"]] for e in entries])
+    text = ("# Reports\n\n<!-- generated by `uwbench report`; do not edit -->\n\n"
+            "One folder per study: tables (ours: mean ± std over final seeds, beside the paper's value), figures, "
+            "`runs.csv` (the MLflow rows used) and `report.html`. Rebuild all with `uwbench report --all`; "
+            "one without MLflow with `uwbench report --from-csv reports/<study>/runs.csv`.\n\n"
+            "Status: **matches** (the paper's value within 2 std of ours), **within tolerance** (within the "
+            "study's tolerance), **off**, **not run**; a study takes its worst cell's verdict.\n\n"
+            + tables.to_markdown(t))
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, "README.md")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
+def study_for_snapshot(snap: Snapshot, studies_dir: str = "studies", folder: str = "") -> StudyView:
+    """The study a snapshot belongs to (its spec file when found, else a view from the runs); an empty
+    snapshot belongs to the study its folder is named after."""
+    ids = snap.study_ids() or ([os.path.basename(os.path.normpath(folder))] if folder else [])
+    if len(ids) != 1:
+        raise ValueError(f"a runs.csv must hold exactly one study, got {ids or 'none'}")
+    path = find_study_file(ids[0], studies_dir)
+    return load_study(path, snap.runs) if path else from_runs(ids[0], snap.runs)

@@ -1,0 +1,308 @@
+"""The recorded runs a report is made from, and their snapshot (``runs.csv``, ``curves.csv``, ``traces.csv``).
+
+DESIGN.md §1: a report is a pure function of recorded runs. MLflow rows are first normalised into a
+fixed set of columns and written as text with a stable float format; the report is then computed from
+that text, parsed back. So a report built from MLflow and one rebuilt from its committed snapshot
+(``uwbench report --from-csv``) are the same bytes, and a rebuild of unchanged data gives no diff.
+
+Snapshot files (UTF-8, ``\\n`` line ends, rows sorted):
+
+- ``runs.csv``   one row per trial / final run (parent ``role=cell`` runs are left out): ``COLUMNS``.
+- ``curves.csv`` the learning curves of the final runs: ``run_id, metric, step, value``.
+- ``traces.csv`` one recorded memory trace per traced cell (sample 0 of a test batch):
+  ``cell, run_id, array, row, col, value`` (see ``uwbench.report.figures.trace_arrays``).
+
+No mlflow import here: MLflow is read through ``uwbench.tracking.mlflow`` (imported lazily).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+# The columns of runs.csv, in order. Each is read from a tag first, then from the flattened config
+# params (``PARAM_FALLBACK``), then from the metrics.
+ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
+AXIS_COLUMNS = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size",
+                "compression_ratio", "lr", "clip")
+META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile")
+METRIC_COLUMNS = ("test_accuracy", "test_mse", "best_eval_accuracy", "best_eval_mse",
+                  "mean_seconds_per_100", "train_seconds", "eval_seconds")
+COLUMNS = ID_COLUMNS + AXIS_COLUMNS + META_COLUMNS + METRIC_COLUMNS
+
+INT_COLUMNS = ("seed", "trial_number", "seq_len", "memory_size", "cache_size", "hidden_size", "num_parameters")
+FLOAT_COLUMNS = ("compression_ratio", "lr", "clip") + METRIC_COLUMNS
+NUMERIC_COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
+
+PARAM_FALLBACK = {
+    "task": "task.name",
+    "model": "model.name",
+    "controller": "model.controller",
+    "writer": "model.writer",
+    "seq_len": "task.seq_len",
+    "memory_size": "model.memory_size",
+    "cache_size": "model.cache_size",
+    "hidden_size": "model.hidden_size",
+    "lr": "train.lr",
+    "clip": "train.clip",
+    "seed": "train.seed",
+}
+
+CURVE_METRICS = ("eval_accuracy", "eval_mse", "train_loss")
+CURVE_COLUMNS = ("run_id", "metric", "step", "value")
+TRACE_COLUMNS = ("cell", "run_id", "array", "row", "col", "value")
+
+SORT_KEYS = ("study", "cell", "role", "seed", "trial_number", "run_id")
+FLOAT_FORMAT = ".10g"  # 10 significant digits: parse(format(x)) formats back to the same text
+
+
+# --------------------------------------------------------------------------------------------------
+# Text form: the one place floats become strings
+# --------------------------------------------------------------------------------------------------
+
+
+def format_value(value) -> str:
+    """Stable text for one value: '' for missing, integers without '.0', floats with 10 digits."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isnan(v):
+            return ""
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return format(v, FLOAT_FORMAT)
+    if value is pd.NA or value is pd.NaT:
+        return ""
+    text = str(value)
+    return "" if text in ("nan", "None", "<NA>") else text
+
+
+def write_csv(path: str, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
+    """Write rows (dicts) as CSV with the stable text form; parent folders are created."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(to_csv_text(columns, rows))
+
+
+def to_csv_text(columns: Sequence[str], rows: Iterable[Mapping]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow([format_value(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def read_csv_text(text: str, numeric: Sequence[str] = ()) -> pd.DataFrame:
+    """Parse CSV text written by ``to_csv_text``: strings stay ``object`` (never StringDtype), named
+    numeric columns become float (NaN where empty)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return pd.DataFrame()
+    header, body = rows[0], rows[1:]
+    data = {c: [r[i] if i < len(r) else "" for r in body] for i, c in enumerate(header)}
+    frame = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in data.items()})
+    for c in numeric:
+        if c in frame.columns:
+            frame[c] = pd.to_numeric(frame[c].replace("", np.nan), errors="coerce").astype(float)
+    for c in frame.columns:
+        if c not in numeric:
+            frame[c] = frame[c].astype(object)
+    return frame
+
+
+# --------------------------------------------------------------------------------------------------
+# MLflow rows -> normalised rows
+# --------------------------------------------------------------------------------------------------
+
+
+def _first(record: Mapping, *keys):
+    for key in keys:
+        value = record.get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and math.isnan(value):
+            continue
+        if isinstance(value, str) and value in ("", "None", "nan"):
+            continue
+        return value
+    return None
+
+
+def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
+    """``mlflow.search_runs`` rows -> dicts with ``COLUMNS`` (params and tags are strings: cast here).
+
+    Parent cell runs (``role=cell``) are left out. ``status`` is the trainer's tag (finished | failed |
+    pruned); a run still going has none and gets MLflow's own status in lower case (e.g. ``running``).
+    """
+    out = []
+    if frame is None or len(frame) == 0:
+        return out
+    for record in frame.to_dict("records"):
+        role = _first(record, "tags.role")
+        if role == "cell":
+            continue
+        row: Dict = {"run_id": record.get("run_id")}
+        for col in COLUMNS:
+            if col == "run_id":
+                continue
+            keys = [f"tags.{col}"]
+            if col in PARAM_FALLBACK:
+                keys.append(f"params.{PARAM_FALLBACK[col]}")
+            keys.append(f"metrics.{col}")
+            row[col] = _first(record, *keys)
+        row["study"] = row["study"] or study_id
+        row["cell"] = row["cell"] or _first(record, "tags.mlflow.runName") or row["run_id"]
+        row["role"] = role or "final"
+        if row["status"] is None:
+            row["status"] = str(_first(record, "status") or "unknown").lower()
+        if row["writer"] is None and row["model"] is not None:
+            row["writer"] = "none"
+        out.append(_cast(row))
+    return out
+
+
+def _cast(row: Dict) -> Dict:
+    for c in INT_COLUMNS:
+        v = row.get(c)
+        if v is not None:
+            try:
+                row[c] = int(float(v))
+            except (TypeError, ValueError):
+                row[c] = None
+    for c in FLOAT_COLUMNS:
+        v = row.get(c)
+        if v is not None:
+            try:
+                row[c] = float(v)
+            except (TypeError, ValueError):
+                row[c] = None
+    if row.get("compression_ratio") is None and row.get("seq_len") and row.get("memory_size") is not None:
+        row["compression_ratio"] = (row["memory_size"] + 1) / row["seq_len"]
+    return row
+
+
+def _sort_key(row: Mapping):
+    key = []
+    for c in SORT_KEYS:
+        v = row.get(c)
+        if c in ("seed", "trial_number"):
+            key.append((0, float(v)) if v is not None and not (isinstance(v, float) and math.isnan(v)) else (1, 0.0))
+        else:
+            key.append(str(v or ""))
+    return key
+
+
+def runs_text(rows: Iterable[Mapping]) -> str:
+    return to_csv_text(COLUMNS, sorted(rows, key=_sort_key))
+
+
+def curves_text(rows: Iterable[Mapping]) -> str:
+    rows = sorted(rows, key=lambda r: (str(r["run_id"]), str(r["metric"]), int(r["step"])))
+    return to_csv_text(CURVE_COLUMNS, rows)
+
+
+def traces_text(traces: Mapping[str, Mapping]) -> str:
+    """``{cell: {"run_id": id, "arrays": {name: 2-D array}}}`` -> traces.csv text."""
+    rows = []
+    for cell in sorted(traces):
+        entry = traces[cell]
+        for name in sorted(entry["arrays"]):
+            arr = np.atleast_2d(np.asarray(entry["arrays"][name], dtype=float))
+            for (i, j), v in np.ndenumerate(arr):
+                rows.append({"cell": cell, "run_id": entry["run_id"], "array": name, "row": i, "col": j,
+                             "value": round(float(v), 6)})
+    return to_csv_text(TRACE_COLUMNS, rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# The snapshot a report is computed from
+# --------------------------------------------------------------------------------------------------
+
+
+class Snapshot:
+    """The three snapshot texts and their parsed frames. Build with ``from_texts`` (the only way the
+    report sees data, whichever the source)."""
+
+    def __init__(self, runs: str, curves: str = "", traces: str = ""):
+        self.runs_csv = runs
+        self.curves_csv = curves or to_csv_text(CURVE_COLUMNS, [])
+        self.traces_csv = traces or to_csv_text(TRACE_COLUMNS, [])
+        self.runs = read_csv_text(self.runs_csv, NUMERIC_COLUMNS)
+        for c in COLUMNS:
+            if c not in self.runs.columns:  # an older snapshot: missing columns read as empty
+                self.runs[c] = np.nan if c in NUMERIC_COLUMNS else ""
+        self.curves = read_csv_text(self.curves_csv, ("step", "value"))
+        self.traces_frame = read_csv_text(self.traces_csv, ("row", "col", "value"))
+
+    @classmethod
+    def from_dir(cls, folder: str) -> "Snapshot":
+        """Read ``runs.csv`` (required) and ``curves.csv`` / ``traces.csv`` (optional) from a folder."""
+        path = os.path.join(folder, "runs.csv")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no runs.csv in {folder}: build the report from MLflow first "
+                                    "(`uwbench report studies/<id>.yaml`)")
+
+        def read(name):
+            p = os.path.join(folder, name)
+            if not os.path.exists(p):
+                return ""
+            with open(p, encoding="utf-8") as f:
+                return f.read()
+
+        return cls(read("runs.csv"), read("curves.csv"), read("traces.csv"))
+
+    def write(self, folder: str) -> List[str]:
+        os.makedirs(folder, exist_ok=True)
+        written = []
+        for name, text in (("runs.csv", self.runs_csv), ("curves.csv", self.curves_csv),
+                           ("traces.csv", self.traces_csv)):
+            path = os.path.join(folder, name)
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            written.append(path)
+        return written
+
+    def study_ids(self) -> List[str]:
+        return sorted({s for s in self.runs["study"] if s})
+
+    def traces(self) -> Dict[str, Dict]:
+        """``{cell: {"run_id": id, "arrays": {name: 2-D array}}}`` from traces.csv."""
+        out: Dict[str, Dict] = {}
+        t = self.traces_frame
+        if len(t) == 0:
+            return out
+        for (cell, run_id, name), g in t.groupby(["cell", "run_id", "array"], sort=True):
+            rows = g["row"].astype(int).to_numpy()
+            cols = g["col"].astype(int).to_numpy()
+            arr = np.full((rows.max() + 1, cols.max() + 1), np.nan)
+            arr[rows, cols] = g["value"].to_numpy(dtype=float)
+            out.setdefault(cell, {"run_id": run_id, "arrays": {}})["arrays"][name] = arr
+        return out
+
+
+def from_mlflow(study_id: str, uri: Optional[str] = None, with_curves: bool = True, select=None) -> Snapshot:
+    """Read a study's runs (the experiment named by the study id) from MLflow into a ``Snapshot``.
+    ``select(rows) -> rows`` keeps the runs the report is made of (see ``study.select_run_set``)."""
+    from uwbench.tracking import mlflow as tracking
+
+    frame = tracking.search_runs([study_id], uri)
+    rows = normalise_mlflow(frame, study_id)
+    if select is not None:
+        rows = select(rows)
+    curves = []
+    if with_curves:
+        finals = [r["run_id"] for r in rows if r.get("role") == "final"]
+        for run_id, metric, step, value in tracking.metric_histories(finals, CURVE_METRICS, uri):
+            curves.append({"run_id": run_id, "metric": metric, "step": int(step), "value": value})
+    return Snapshot(runs_text(rows), curves_text(curves))

@@ -1,0 +1,230 @@
+"""What a report needs to know about a study, whatever it was read from.
+
+``StudyView`` is the report's narrow view of a study spec (``uwbench.spec``): id, title, question,
+the cells with their axes and the paper's reported value, the spec hash and the deviations. It is built
+from a loaded spec (``from_spec``), from a plain mapping (tests, fixtures: ``from_mapping``), or, for a
+snapshot whose spec is gone, from the runs alone (``from_runs``).
+"""
+from __future__ import annotations
+
+import glob
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# The axes a cell is described by (tags of every run; see uwbench.report.runs).
+CELL_AXES = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
+
+# Default tolerances (in the metric's report units): accuracy in percentage points, MSE relative.
+DEFAULT_TOLERANCE = {"accuracy": 5.0, "mse": 0.25}
+
+
+@dataclass
+class CellView:
+    id: str
+    axes: Dict[str, Any] = field(default_factory=dict)
+    paper: Optional[float] = None  # the paper's reported value, in report units (accuracy in %)
+    label: str = ""  # the spec's display name
+    paper_time_reduction: Optional[float] = None  # the paper's training-time reduction (%), if reported
+
+
+@dataclass
+class StudyView:
+    id: str
+    title: str = ""
+    question: str = ""
+    task: str = ""
+    mode: str = ""
+    metric: str = "accuracy"  # accuracy | mse
+    cells: List[CellView] = field(default_factory=list)
+    spec_hash: str = ""
+    path: str = ""  # the study file, relative to the working directory (for commands shown)
+    deviations: List[str] = field(default_factory=list)
+    profiles: List[str] = field(default_factory=list)
+    tolerance: Optional[float] = None
+    paper_ref: str = ""  # which table / figure of the paper the study reproduces
+    paper_notes: str = ""
+
+    @property
+    def tol(self) -> float:
+        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE.get(self.metric, 5.0)
+
+    def cell(self, cell_id: str) -> Optional[CellView]:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        return None
+
+
+def _num(value) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def from_mapping(data: Mapping[str, Any], path: str = "") -> StudyView:
+    """A study from a plain mapping: ``{"id", "title", "question", "task", "mode", "metric",
+    "spec_hash", "deviations", "tolerance", "cells": [{"id", <axes>..., "paper": value}]}``."""
+    cells = []
+    for c in data.get("cells", []):
+        axes = {k: c[k] for k in CELL_AXES if c.get(k) is not None}
+        cells.append(CellView(id=str(c["id"]), axes=axes, paper=_num(c.get("paper")), label=str(c.get("label", "")),
+                              paper_time_reduction=_num(c.get("paper_time_reduction"))))
+    return StudyView(
+        id=str(data["id"]), title=str(data.get("title", "")), question=str(data.get("question", "")),
+        task=str(data.get("task", "")), mode=str(data.get("mode", "")),
+        metric=str(data.get("metric", "accuracy")), cells=cells, spec_hash=str(data.get("spec_hash", "")),
+        path=path or str(data.get("path", "")), deviations=[str(d) for d in data.get("deviations", [])],
+        profiles=[str(p) for p in data.get("profiles", [])], tolerance=_num(data.get("tolerance")),
+        paper_ref=str(data.get("paper_ref", "")),
+    )
+
+
+def from_runs(study_id: str, runs) -> StudyView:
+    """A study known only from its runs (no spec file): cells in sorted order, no paper values."""
+    cells = []
+    if len(runs):
+        for cell_id, g in runs.groupby("cell", sort=True):
+            first = g.iloc[0]
+            axes = {k: first[k] for k in CELL_AXES if k in g.columns and _present(first[k])}
+            cells.append(CellView(id=str(cell_id), axes=axes))
+    metric = "mse" if len(runs) and runs["test_mse"].notna().any() and runs["test_accuracy"].isna().all() else "accuracy"
+    return StudyView(id=study_id, title=study_id, cells=cells, metric=metric)
+
+
+def _present(v) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, float) and math.isnan(v):
+        return False
+    return v != ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Study files (uwbench.spec)
+# --------------------------------------------------------------------------------------------------
+
+
+def load(path: str, runs=None) -> StudyView:
+    """Load a study file with ``uwbench.spec`` and view it. ``runs`` (a snapshot's runs frame) picks the
+    profile(s) whose spec hash the runs carry; without runs (or no match) the default profile is used."""
+    from uwbench import spec as spec_mod
+
+    return from_spec(spec_mod.load(path), path, runs)
+
+
+def from_spec(spec, path: str = "", runs=None) -> StudyView:
+    """View a ``uwbench.spec.StudySpec``: its cells come from the plan of the profile the runs were made
+    with (matched by spec hash), in the spec's order; paper values in report units."""
+    from uwbench import spec as spec_mod
+
+    names = [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
+    plans = []
+    for name in names:
+        try:
+            plans.append(spec_mod.expand(spec, name, path or f"{spec.id}.yaml"))
+        except Exception:  # noqa: BLE001 - a profile that does not expand cannot have made runs
+            continue
+    hashes = set()
+    if runs is not None and len(runs) and "spec_hash" in runs.columns:
+        hashes = {h for h in runs["spec_hash"] if isinstance(h, str) and h}
+    used = [p for p in plans if p.spec_hash in hashes] or plans[:1]
+    paper = getattr(spec, "paper", None)
+    scale = 100.0 if (paper is not None and paper.unit == "fraction" and paper.metric == "test_accuracy") else 1.0
+    time_paper = paper is not None and paper.metric == "training_time_reduction"
+    metric = "mse" if (paper is not None and paper.metric == "test_mse") or \
+        str(spec.objective.metric).endswith("mse") else "accuracy"
+    cells, seen = [], set()
+    for plan in used:
+        for c in plan.cells:
+            if c.id in seen:
+                continue
+            seen.add(c.id)
+            value = _num(c.paper)
+            cells.append(CellView(id=c.id, axes=_cell_axes(c), label=c.label,
+                                  paper=None if (value is None or time_paper) else value * scale,
+                                  paper_time_reduction=value if time_paper else None))
+    return StudyView(
+        id=spec.id, title=spec.title.strip(), question=" ".join(spec.question.split()),
+        task=str(spec.task.get("name", "")),
+        mode=spec.mode, metric=metric, cells=cells,
+        spec_hash=", ".join(f"{p.spec_hash} ({p.profile})" for p in used), path=path,
+        deviations=[" ".join(d.split()) for d in spec.deviations], profiles=[p.profile for p in used],
+        paper_ref=" ".join(spec.artifact.split()) + (
+            f"; paper values: {paper.source}" if paper is not None and paper.source and paper.source != spec.artifact
+            else ""),
+        paper_notes=" ".join(paper.notes.split()) if paper is not None else "",
+    )
+
+
+def select_run_set(rows: List[Dict], spec, profile: Optional[str] = None, path: str = "") -> Tuple[List[Dict], str]:
+    """The runs one report is made of: one profile at its current spec hash (cell ids do not depend on
+    the profile, so the smoke runs of a test and the cpu runs of the demo must not be averaged together).
+
+    ``profile`` given: that profile's runs, at the current spec hash when there are any (else at every
+    hash, with a note). Otherwise the study's default profile, then ``paper``, then the other profiles
+    (sorted), the first that has runs at its current spec hash; else every run (with a note).
+    Returns (rows, note); the note is '' when the selection is clean."""
+    from uwbench import spec as spec_mod
+
+    names = [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
+    if profile is not None and profile not in names:
+        raise ValueError(f"profile {profile!r} is not defined in {path or spec.id}; known profiles: {', '.join(names)}")
+    hashes = {}
+    for name in names:
+        try:
+            hashes[name] = spec_mod.expand(spec, name, path or f"{spec.id}.yaml").spec_hash
+        except Exception:  # noqa: BLE001 - a profile that does not expand has no current runs
+            continue
+    for name in ([profile] if profile else names):
+        picked = [r for r in rows if r.get("spec_hash") == hashes.get(name)]
+        if picked:
+            return picked, ""
+    if profile:
+        picked = [r for r in rows if r.get("profile") == profile]
+        if picked:
+            return picked, (f"no runs of profile {profile} at the current spec hash {hashes.get(profile, '?')}: "
+                            "the report uses its runs of an earlier version of the spec")
+        return [], ""
+    if rows:
+        return rows, "no runs at a current spec hash: the report uses every run of the experiment"
+    return rows, ""
+
+
+def _cell_axes(cell) -> Dict[str, Any]:
+    """A plan cell's axes, with the components' defaults filled in where they are registered."""
+    cfg = {s: dict(v) for s, v in cell.config.items()}
+    try:
+        from uwbench.training.config import resolve_run
+
+        cfg = resolve_run(cell.config).as_dict()
+    except Exception:  # noqa: BLE001 - a component not registered yet: the spec's values only
+        pass
+    task, model = cfg.get("task", {}), cfg.get("model", {})
+    axes = {"task": task.get("name", cell.task), "model": model.get("name", cell.model),
+            "controller": model.get("controller"), "writer": model.get("writer"),
+            "seq_len": task.get("seq_len"), "memory_size": model.get("memory_size"),
+            "cache_size": model.get("cache_size") if model.get("writer") == "cached_uniform" else None,
+            "hidden_size": model.get("hidden_size")}
+    return {k: v for k, v in axes.items() if v is not None}
+
+
+def find_study_file(study_id: str, studies_dir: str = "studies") -> Optional[str]:
+    """The study file of that id: ``studies/<id>.yaml`` or any study file whose ``id`` matches."""
+    direct = os.path.join(studies_dir, f"{study_id}.yaml")
+    if os.path.exists(direct):
+        return direct
+    for path in sorted(glob.glob(os.path.join(studies_dir, "*.yaml"))):
+        try:
+            from uwbench import spec as spec_mod
+
+            if spec_mod.parse(spec_mod.read_yaml(path), path).id == study_id:
+                return path
+        except Exception:  # noqa: BLE001 - a broken study file is not this study
+            continue
+    return None

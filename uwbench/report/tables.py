@@ -1,0 +1,649 @@
+"""Report tables: per-cell summaries over final seeds, the paper's layout, time, and their text forms.
+
+- ``summarize`` : one row per cell (spec order): our mean ± std over the finished final runs (n), the
+  paper's value, the difference, a verdict (matches / within tolerance / off), the cell's state
+  (ok / not run / failed / running), training seconds per 100 updates, the device.
+- ``paper_tables`` : the paper's layout (e.g. Table 1: models as rows, task and length T as columns),
+  ours beside the paper's value and the difference (one block per controller where a model/writer pair
+  was run with several controllers, as in the ablation figure's panels).
+- ``time_table`` : seconds per 100 updates per cell and the reduction of uniform / cached-uniform
+  writing against regular writing with the same model, controller, task, T and D (paper Fig. 1 b, d).
+
+Tables are plain ``Table`` objects written to Markdown, CSV, LaTeX (booktabs) and HTML by the functions
+at the end (no tabulate, no Styler: the text is ours, so it is stable).
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from uwbench.report.study import CELL_AXES, StudyView
+
+MODEL_NAMES = {"lstm": "LSTM", "dnc": "DNC", "ntm": "NTM"}
+WRITER_SUFFIX = {"regular": "", "none": "", "uniform": "+UW", "cached_uniform": "+CUW", "random": "+RW"}
+WRITER_ORDER = ("none", "regular", "random", "uniform", "cached_uniform")
+CONTROLLER_NAMES = {"ln_lstm": "LN-LSTM", "lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
+REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduction is reported
+
+# verdicts of one cell against the paper (and of a study: the worst of its cells)
+MATCHES, WITHIN, OFF = "matches", "within tolerance", "off"
+NOT_RUN, FAILED, INCOMPLETE, OK = "not run", "failed", "incomplete", "ok"
+NO_PAPER = "no paper value"
+
+
+def _isnum(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v)) and not isinstance(v, str)
+
+
+def _int(v) -> Optional[int]:
+    return int(v) if _isnum(v) else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-cell summary
+# --------------------------------------------------------------------------------------------------
+
+
+def metric_info(metric: str) -> Dict[str, Any]:
+    """Column, scale, units and direction of the study's headline metric."""
+    if metric == "mse":
+        return {"column": "test_mse", "scale": 1.0, "name": "test MSE", "unit": "", "decimals": 3,
+                "curve": "eval_mse", "higher_better": False}
+    return {"column": "test_accuracy", "scale": 100.0, "name": "test accuracy", "unit": "%", "decimals": 1,
+            "curve": "eval_accuracy", "higher_better": True}
+
+
+def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float) -> str:
+    """matches: the paper's value lies within our noise (2 std, at least 1 pp / 5 % of an MSE);
+    within tolerance: |diff| <= the study's tolerance (pp, or relative for MSE); off: otherwise."""
+    if diff is None or paper is None:
+        return ""
+    noise = 2.0 * std if _isnum(std) else 0.0
+    if metric == "mse":
+        floor, limit = 0.05 * abs(paper), tol * abs(paper)
+    else:
+        floor, limit = 1.0, tol
+    if abs(diff) <= max(noise, floor):
+        return MATCHES
+    if abs(diff) <= limit:
+        return WITHIN
+    return OFF
+
+
+def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: the spec's cells in order, then cells found only in the runs (sorted). ``state``:
+    ok (at least one finished final run), failed (final runs, none finished), incomplete (trials or
+    final runs but none finished: a search still going or interrupted), not run."""
+    info = metric_info(study.metric)
+    col, scale = info["column"], info["scale"]
+    by_cell = {cell: g for cell, g in runs.groupby("cell", sort=True)} if len(runs) else {}
+    order = [c.id for c in study.cells] + sorted(c for c in by_cell if study.cell(c) is None)
+    rows = []
+    for cell_id in order:
+        spec_cell = study.cell(cell_id)
+        g = by_cell.get(cell_id, runs.iloc[0:0])
+        finals = g[g["role"] == "final"]
+        trials = g[g["role"] == "trial"]
+        done = finals[(finals["status"] == "finished") & finals[col].notna()]
+        failed = finals[finals["status"].isin(["failed", "killed"])]
+        done, n_points = select_grid_point(done, info)
+        axes = dict(spec_cell.axes) if spec_cell else {}
+        first = (done if len(done) else g).iloc[0] if len(g) else None
+        for k in CELL_AXES:
+            if k not in axes and first is not None and first[k] not in ("", None) and not (
+                    isinstance(first[k], float) and math.isnan(first[k])):
+                axes[k] = first[k]
+        values = done[col].to_numpy(dtype=float) * scale
+        n = len(values)
+        mean = float(np.mean(values)) if n else None
+        std = float(np.std(values, ddof=1)) if n > 1 else None
+        paper = spec_cell.paper if spec_cell else None
+        diff = (mean - paper) if (mean is not None and paper is not None) else None
+        if n:
+            state = OK
+        elif len(failed):
+            state = FAILED
+        elif len(finals) or len(trials):
+            state = INCOMPLETE  # searched, or final runs still going / interrupted
+        else:
+            state = NOT_RUN
+        t100 = done["mean_seconds_per_100"].to_numpy(dtype=float)
+        t100 = t100[~np.isnan(t100)]
+        seq_len, mem = _int(axes.get("seq_len")), _int(axes.get("memory_size"))
+        rows.append({
+            "cell": cell_id, "in_spec": spec_cell is not None,
+            "task": axes.get("task", ""), "model": axes.get("model", ""),
+            "controller": axes.get("controller", ""), "writer": axes.get("writer", "") or "none",
+            "seq_len": seq_len, "memory_size": mem, "cache_size": _int(axes.get("cache_size")),
+            "hidden_size": _int(axes.get("hidden_size")),
+            "compression_ratio": (mem + 1) / seq_len if (seq_len and mem is not None) else None,
+            "lr": _unique(done["lr"]), "clip": _unique(done["clip"]),
+            "n": n, "n_failed": len(failed), "n_trials": len(trials), "grid_points": n_points,
+            "mean": mean, "std": std, "paper": paper, "diff": diff,
+            "paper_time_reduction": spec_cell.paper_time_reduction if spec_cell else None,
+            "verdict": verdict(diff, std, paper, study.metric, study.tol),
+            "state": state,
+            "sec100_mean": float(np.mean(t100)) if len(t100) else None,
+            "sec100_std": float(np.std(t100, ddof=1)) if len(t100) > 1 else None,
+            "device": ", ".join(sorted({d for d in done["device"] if d})),
+            "num_parameters": _unique(done["num_parameters"]),
+        })
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+SUMMARY_COLUMNS = ("cell", "in_spec", "task", "model", "controller", "writer", "seq_len", "memory_size",
+                   "cache_size", "hidden_size", "compression_ratio", "lr", "clip", "n", "n_failed", "n_trials",
+                   "grid_points", "mean", "std", "paper_time_reduction",
+                   "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters")
+
+
+HYPER_COLUMNS = ("lr", "clip")
+
+
+def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
+    """Final runs of one cell made with several hyperparameter settings (a faithful study's grid over
+    lr x clip, as the paper's ablation): keep the setting with the best mean *evaluation* metric (never
+    the test metric), as one picks a configuration on validation data. Returns (kept rows, settings)."""
+    if len(done) == 0:
+        return done, 0
+    if done["search_params"].map(lambda v: isinstance(v, str) and v not in ("", "{}")).any():
+        keys = done["search_params"].map(lambda v: v if isinstance(v, str) else "")  # the sweep's own record
+    else:
+        keys = done[list(HYPER_COLUMNS)].apply(
+            lambda r: "|".join(format(float(v), ".6g") if _isnum(v) else "" for v in r), axis=1)
+    points = sorted(set(keys))
+    if len(points) == 1:
+        return done, 1
+    sel_col = "best_eval_" + info["column"].split("_", 1)[1]
+    best, best_value = None, None
+    for p in points:
+        vals = done.loc[keys == p, sel_col].to_numpy(dtype=float)
+        vals = vals[~np.isnan(vals)]
+        if not len(vals):
+            continue
+        v = float(np.mean(vals))
+        better = best_value is None or (v > best_value if info["higher_better"] else v < best_value)
+        if better:
+            best, best_value = p, v
+    if best is None:
+        return done, len(points)
+    return done[keys == best], len(points)
+
+
+def _unique(series: pd.Series):
+    vals = sorted({float(v) for v in series if _isnum(v)})
+    if not vals:
+        return None
+    return vals[0] if len(vals) == 1 else "mixed"
+
+
+def study_status(summary: pd.DataFrame) -> str:
+    """The study's status for the index: not run, the worst verdict of its compared cells, or
+    ``no paper value`` when nothing finished has a paper value to compare with."""
+    if not (summary["state"] == OK).any():
+        return NOT_RUN
+    verdicts = set(summary["verdict"]) - {""}
+    for v in (OFF, WITHIN, MATCHES):
+        if v in verdicts:
+            return v
+    return NO_PAPER
+
+
+# --------------------------------------------------------------------------------------------------
+# Labels
+# --------------------------------------------------------------------------------------------------
+
+
+def model_label(row, with_controller: bool = False, with_cache: bool = False, with_hidden: bool = False,
+                with_memory: bool = False) -> str:
+    """Paper-style name: DNC, DNC+UW, DNC+CUW, DNC+RW, NTM+UW, LSTM (+ memory slots, hidden size, cache
+    size, controller where they must be told apart)."""
+    label = MODEL_NAMES.get(row["model"], str(row["model"]).upper()) + WRITER_SUFFIX.get(row["writer"], f"+{row['writer']}")
+    extras = []
+    if with_memory and _isnum(row.get("memory_size")):
+        extras.append(f"D={int(row['memory_size'])}")
+    if with_hidden and _isnum(row.get("hidden_size")):
+        extras.append(f"H={int(row['hidden_size'])}")
+    if with_cache and row["writer"] == "cached_uniform" and _isnum(row["cache_size"]):
+        extras.append(f"L={int(row['cache_size'])}")
+    if with_controller and row["controller"]:
+        extras.append(CONTROLLER_NAMES.get(row["controller"], str(row["controller"])))
+    return label + (f" ({', '.join(extras)})" if extras else "")
+
+
+def cap(text: str) -> str:
+    """First letter upper case, the rest as is ('test MSE' -> 'Test MSE')."""
+    return text[:1].upper() + text[1:]
+
+
+def task_label(task: str) -> str:
+    return str(task).replace("_", " ").capitalize() if task else ""
+
+
+def column_label(row, axes: Sequence[str]) -> str:
+    parts = []
+    for a in axes:
+        if a == "task":
+            parts.append(task_label(row["task"]))
+        elif a == "seq_len" and _isnum(row["seq_len"]):
+            parts.append(f"T={int(row['seq_len'])}")
+        elif a == "memory_size" and _isnum(row["memory_size"]):
+            parts.append(f"D={int(row['memory_size'])}")
+    return " ".join(parts)
+
+
+def label_flags(summary: pd.DataFrame) -> Dict[str, bool]:
+    """Whether labels must name the controller (a model and writer run with several controllers, as the
+    ablation's LSTM and RNN panels), the cache size or the hidden size (cells that differ only in it)."""
+    keys = ["model", "writer", "task", "seq_len", "memory_size"]
+    return {"with_controller": _needs(summary, "controller", ["model", "writer"]),
+            "with_cache": _needs(summary, "cache_size", keys + ["controller"]),
+            "with_hidden": _needs(summary, "hidden_size", keys + ["controller", "cache_size"])}
+
+
+def _varies(frame: pd.DataFrame, col: str) -> bool:
+    vals = {v for v in frame[col] if _isnum(v) or (isinstance(v, str) and v)}
+    return len(vals) > 1
+
+
+def _needs(frame: pd.DataFrame, axis: str, keys: Sequence[str]) -> bool:
+    """Does ``axis`` distinguish cells that agree on ``keys``?"""
+    if len(frame) == 0:
+        return False
+    for _, g in frame.groupby([frame[k].astype(str) for k in keys], sort=False):
+        if _varies(g, axis):
+            return True
+    return False
+
+
+def _writer_rank(w) -> int:
+    return WRITER_ORDER.index(w) if w in WRITER_ORDER else len(WRITER_ORDER)
+
+
+def _sort_value(v):
+    return (0, float(v)) if _isnum(v) else (1, 0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Table objects and their text forms
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    """A table: ``columns`` (flat names), optional ``groups`` [(name, span)] over them (LaTeX/HTML header
+    rows), ``rows`` of strings, ``csv_columns`` / ``csv_rows`` the numeric form written to CSV."""
+
+    title: str
+    columns: List[str]
+    rows: List[List[str]]
+    groups: List[Tuple[str, int]] = field(default_factory=list)
+    csv_columns: List[str] = field(default_factory=list)
+    csv_rows: List[List[Any]] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+
+def fmt(v, decimals: int = 1, sign: bool = False) -> str:
+    """Fixed decimals; '+' on non-zero values when ``sign``; never '-0.0'; '' for a missing value."""
+    if not _isnum(v):
+        return ""
+    x = float(f"{float(v):.{decimals}f}")
+    if x == 0:
+        x = 0.0
+    return f"{x:+.{decimals}f}" if (sign and x != 0) else f"{x:.{decimals}f}"
+
+
+def ours_text(row, decimals: int) -> str:
+    """'97.1 ± 0.4 (n=5)', 'not run', 'failed (0/3)', 'incomplete', with failed seeds named."""
+    if row["state"] == NOT_RUN:
+        return "not run"
+    if row["state"] == INCOMPLETE:
+        return "incomplete (no finished final run)"
+    if row["state"] == FAILED:
+        return f"failed (0/{row['n_failed']})"
+    n = int(row["n"])
+    text = fmt(row["mean"], decimals)
+    if _isnum(row["std"]):
+        text += f" ± {fmt(row['std'], decimals)}"
+    note = f"n={n}" + (f", {int(row['n_failed'])} failed" if row["n_failed"] else "")
+    return f"{text} ({note})"
+
+
+def paper_tables(summary: pd.DataFrame, study: StudyView) -> List[Table]:
+    """The paper's layout: rows = models (+ writer), column groups = the axes that vary among task,
+    T and D, each group 'ours | paper | Δ'. One block per controller when controllers must be told apart."""
+    if len(summary) == 0:
+        return []
+    info = metric_info(study.metric)
+    dec = info["decimals"]
+    by_controller = _needs(summary, "controller", ["model", "writer"])
+    blocks = ([(c, g) for c, g in summary.groupby("controller", sort=False)] if by_controller
+              else [("", summary)])
+    tables = []
+    for controller, block in blocks:
+        block_axes, memory_in_rows = _block_axes(block)
+        keys = ["model", "writer"] + block_axes + (["memory_size"] if memory_in_rows else [])
+        with_cache = _needs(block, "cache_size", keys)
+        with_hidden = _needs(block, "hidden_size", keys + ["cache_size"])
+        task_order = list(dict.fromkeys(block["task"]))  # the spec's (the paper's) task order
+        ordered = sorted(block.to_dict("records"), key=lambda r: (
+            task_order.index(r["task"]), _sort_value(r["seq_len"]), _sort_value(r["memory_size"])))
+        groups = list(dict.fromkeys(column_label(r, block_axes) for r in ordered))
+        if groups == [""]:
+            groups = [f"{cap(info['name'])}" + (f" ({info['unit']})" if info["unit"] else "")]
+        labels: Dict[str, Dict[str, Any]] = {}
+        for _, r in block.iterrows():
+            label = model_label(r, with_cache=with_cache, with_hidden=with_hidden, with_memory=memory_in_rows)
+            g = column_label(r, block_axes) or groups[0]
+            entry = labels.setdefault(label, {"rows": {}, "first": r})
+            if g in entry["rows"]:  # two cells collide: tell them apart by id
+                label = f"{label} [{r['cell']}]"
+                entry = labels.setdefault(label, {"rows": {}, "first": r})
+            entry["rows"][g] = r
+        models = list(dict.fromkeys(block["model"]))  # the spec's model order
+        order = sorted(labels, key=lambda lab: (models.index(labels[lab]["first"]["model"]),
+                                                _writer_rank(labels[lab]["first"]["writer"]),
+                                                _sort_value(labels[lab]["first"]["memory_size"]), lab))
+        has_hidden = any(_isnum(r["hidden_size"]) for _, r in block.iterrows())
+        has_params = any(_isnum(r["num_parameters"]) for _, r in block.iterrows())
+        head = ["Model"] + (["N_h"] if has_hidden else []) + (["# params"] if has_params else [])
+        columns = list(head)
+        csv_columns = list(head)
+        for g in groups:
+            columns += [g, "paper", "Δ"]
+            csv_columns += [f"{g} mean", f"{g} std", f"{g} n", f"{g} paper", f"{g} diff", f"{g} state"]
+        rows, csv_rows = [], []
+        for lab in order:
+            entry = labels[lab]
+            row, crow = [lab], [lab]
+            for col, shown, sep in (("hidden_size", has_hidden, "{:d}"), ("num_parameters", has_params, "{:,}")):
+                if not shown:
+                    continue
+                vals = sorted({int(r[col]) for r in entry["rows"].values() if _isnum(r[col])})
+                row.append("–".join(sep.format(v) for v in (vals[0], vals[-1])) if len(vals) > 1
+                           else (sep.format(vals[0]) if vals else ""))
+                crow.append(vals[0] if len(vals) == 1 else "")
+            for g in groups:
+                r = entry["rows"].get(g)
+                if r is None:
+                    row += ["", "", ""]
+                    crow += ["", "", "", "", "", ""]
+                    continue
+                row += [ours_text(r, dec), fmt(r["paper"], dec) or "—", fmt(r["diff"], dec, sign=True)]
+                crow += [_round(r["mean"]), _round(r["std"]), int(r["n"]), _round(r["paper"]),
+                         _round(r["diff"]), r["state"]]
+            rows.append(row)
+            csv_rows.append(crow)
+        unit = f" ({info['unit']})" if info["unit"] else ""
+        title = f"{cap(info['name'])}{unit}"
+        const = [column_label(block.iloc[0], [a]) for a in ("task", "seq_len", "memory_size")
+                 if not _varies(block, a) and _isnum_or_str(block.iloc[0][a])]
+        if controller:
+            const.insert(0, f"{CONTROLLER_NAMES.get(controller, controller)} controller")
+        const = [c for c in const if c]
+        if const:
+            title += ": " + ", ".join(const)
+        notes = ["ours: mean ± std over the finished final seeds (n = number of seeds); Δ = ours − paper"]
+        if (block["grid_points"].fillna(0) > 1).any():
+            notes.append("cells run on several grid points (e.g. lr × clip) show the point with the best mean "
+                         "evaluation metric; all points are in runs.csv")
+        tables.append(Table(title=title, columns=columns, rows=rows,
+                            groups=[("", len(head))] + [(g, 3) for g in groups],
+                            csv_columns=csv_columns, csv_rows=csv_rows, notes=notes))
+    return tables
+
+
+def _block_axes(block: pd.DataFrame) -> Tuple[List[str], bool]:
+    """The column axes of one table block (task and T where they vary), and whether the memory size D
+    is a column axis (every model + writer run on the same D values: the ablation's grid) or part of the
+    row name (Table 3's DNC at D = 15, 30, 60 beside UW at D = 15). D tied to the task (Table 4) is neither."""
+    axes = [a for a in ("task", "seq_len") if _varies(block, a)]
+    if not _needs(block, "memory_size", ["model", "writer"] + axes):
+        return axes, False
+    mem = block[block["memory_size"].map(_isnum)]
+    sets = {key: frozenset(g["memory_size"]) for key, g in
+            mem.groupby([mem["model"].astype(str), mem["writer"].astype(str)], sort=False)}
+    if len(set(sets.values())) == 1:
+        return axes + ["memory_size"], False
+    return axes, True
+
+
+def _isnum_or_str(v) -> bool:
+    return _isnum(v) or (isinstance(v, str) and bool(v))
+
+
+def _round(v, digits: int = 6):
+    return round(float(v), digits) if _isnum(v) else ""
+
+
+def cells_table(summary: pd.DataFrame, study: StudyView) -> Table:
+    """Every cell in one long table (the CSV a script would read)."""
+    info = metric_info(study.metric)
+    dec = info["decimals"]
+    columns = ["Cell", "Model", "Task", "T", "D", "(D+1)/T", "lr", "clip", f"ours ({info['unit'] or 'MSE'})",
+               "paper", "Δ", "verdict", "s / 100 updates"]
+    csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
+                   "hidden_size", "compression_ratio", "lr", "clip", "grid_points", "n", "n_failed", "n_trials", "mean",
+                   "std", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters"]
+    rows, csv_rows = [], []
+    flags = label_flags(summary)
+    for _, r in summary.iterrows():
+        rows.append([r["cell"], model_label(r, **flags), task_label(r["task"]),
+                     _itext(r["seq_len"]), _itext(r["memory_size"]), fmt(r["compression_ratio"], 3),
+                     _gtext(r["lr"]), _gtext(r["clip"]), ours_text(r, dec), fmt(r["paper"], dec) or "—",
+                     fmt(r["diff"], dec, sign=True), r["verdict"], _time_text(r)])
+        csv_rows.append([_csv(r[c]) for c in csv_columns])
+    return Table(title="All cells", columns=columns, rows=rows, csv_columns=csv_columns, csv_rows=csv_rows)
+
+
+def _csv(v):
+    if isinstance(v, float):
+        return _round(v)
+    return "" if v is None else v
+
+
+def _itext(v) -> str:
+    return str(int(v)) if _isnum(v) else ""
+
+
+def _gtext(v) -> str:
+    if isinstance(v, str):
+        return v
+    return f"{float(v):.3g}" if _isnum(v) else ""
+
+
+def _time_text(r) -> str:
+    if not _isnum(r["sec100_mean"]):
+        return ""
+    text = f"{r['sec100_mean']:.2f}"
+    if _isnum(r["sec100_std"]):
+        text += f" ± {r['sec100_std']:.2f}"
+    return text
+
+
+def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
+    """For every uniform / cached-uniform cell with a regular twin (same model, controller, task, T, D):
+    its seconds per 100 updates, the twin's, and the reduction 100 (1 - t / t_regular) in %."""
+    keys = ["model", "controller", "task", "seq_len", "memory_size"]
+    regular = {tuple(str(r[k]) for k in keys): r for _, r in summary.iterrows()
+               if r["writer"] == "regular" and _isnum(r["sec100_mean"])}
+    rows = []
+    for _, r in summary.iterrows():
+        if r["writer"] not in REDUCED_WRITERS or not _isnum(r["sec100_mean"]):
+            continue
+        twin = regular.get(tuple(str(r[k]) for k in keys))
+        if twin is None:
+            continue
+        rows.append({"cell": r["cell"], "regular_cell": twin["cell"], "model": r["model"],
+                     "controller": r["controller"], "writer": r["writer"], "task": r["task"],
+                     "seq_len": r["seq_len"], "memory_size": r["memory_size"], "cache_size": r["cache_size"],
+                     "sec100": r["sec100_mean"], "sec100_regular": twin["sec100_mean"],
+                     "reduction": 100.0 * (1.0 - r["sec100_mean"] / twin["sec100_mean"])})
+    return pd.DataFrame(rows, columns=["cell", "regular_cell", "model", "controller", "writer", "task", "seq_len",
+                                       "memory_size", "cache_size", "sec100", "sec100_regular", "reduction"])
+
+
+def devices(summary: pd.DataFrame) -> List[str]:
+    out = set()
+    for d in summary["device"]:
+        out.update(x.strip() for x in str(d or "").split(",") if x.strip())
+    return sorted(out)
+
+
+def time_table(summary: pd.DataFrame) -> Optional[Table]:
+    """Seconds per 100 updates (training only, evaluation excluded) per cell, and the reduction of
+    uniform and cached-uniform writing against regular writing."""
+    timed = summary[summary["sec100_mean"].map(_isnum)]
+    if len(timed) == 0:
+        return None
+    red = {r["cell"]: r for _, r in time_reductions(summary).iterrows()}
+    has_paper = timed["paper_time_reduction"].map(_isnum).any()
+    columns = ["Model", "Task", "T", "D", "s / 100 updates", "n", "vs regular (s / 100)", "time reduction (%)"]
+    columns += ["paper (%)"] if has_paper else []
+    csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
+                   "sec100_mean", "sec100_std", "n", "device", "regular_cell", "sec100_regular", "reduction_percent",
+                   "paper_reduction_percent"]
+    rows, csv_rows = [], []
+    flags = label_flags(summary)
+    for _, r in timed.iterrows():
+        x = red.get(r["cell"])
+        rows.append([model_label(r, **flags), task_label(r["task"]),
+                     _itext(r["seq_len"]), _itext(r["memory_size"]), _time_text(r), str(int(r["n"])),
+                     f"{x['sec100_regular']:.2f}" if x is not None else "",
+                     fmt(x["reduction"], 1) if x is not None else ""] + (
+                        [fmt(r["paper_time_reduction"], 1)] if has_paper else []))
+        csv_rows.append([r["cell"], r["model"], r["writer"], r["controller"], r["task"], _csv(r["seq_len"]),
+                         _csv(r["memory_size"]), _csv(r["cache_size"]), _round(r["sec100_mean"]),
+                         _round(r["sec100_std"]), int(r["n"]), r["device"],
+                         x["regular_cell"] if x is not None else "",
+                         _round(x["sec100_regular"]) if x is not None else "",
+                         _round(x["reduction"]) if x is not None else "", _round(r["paper_time_reduction"])])
+    dev = ", ".join(devices(summary)) or "unknown"
+    notes = [f"Device: {dev}. Training seconds per 100 updates, evaluation excluded, mean ± std over final seeds.",
+             "Time reduction = 100 × (1 − t / t_regular) against the regular-writing cell with the same model, "
+             "controller, task, T and D; timings compare only on the same device."]
+    return Table(title=f"Training time per 100 updates ({dev})", columns=columns, rows=rows,
+                 csv_columns=csv_columns, csv_rows=csv_rows, notes=notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Writers
+# --------------------------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+NUMERIC_CELL = re.compile(r"^[-+−]?[\d.,]+")
+NUMERIC_WORDS = ("not run", "incomplete (no finished final run)", "—", "")
+
+
+def _numeric_column(body: List[List[str]], i: int) -> bool:
+    """Right-align a column whose cells are numbers (or 'not run' / 'failed (..)' / '—' in their place)."""
+    cells = [r[i] for r in body if i < len(r)]
+    return bool(cells) and all(NUMERIC_CELL.match(c) or c in NUMERIC_WORDS or c.startswith("failed (")
+                               for c in cells)
+
+
+def to_markdown(table: Table) -> str:
+    """A GitHub-flavoured Markdown table: number columns right-aligned, text columns left-aligned."""
+    cols = [_md_cell(c) for c in table.columns]
+    body = [[_md_cell(c) for c in row] for row in table.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in body] + [3]) for i, c in enumerate(cols)]
+    right = [i > 0 and _numeric_column(body, i) for i in range(len(cols))]
+
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)) + " |"
+
+    rule = "| " + " | ".join(("-" * (w - 1) + ":") if r else (":" + "-" * (w - 1))
+                             for w, r in zip(widths, right)) + " |"
+    lines = [line(cols), rule] + [line(r) for r in body]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv_rows(table: Table) -> Tuple[List[str], List[List[Any]]]:
+    if table.csv_columns:
+        return table.csv_columns, table.csv_rows
+    return table.columns, table.rows
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+LATEX_SYMBOLS = {"±": r"$\pm$", "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---", "×": r"$\times$"}
+
+
+def latex_escape(text: str) -> str:
+    out = []
+    for ch in str(text):
+        out.append(LATEX_SPECIAL.get(ch, LATEX_SYMBOLS.get(ch, ch)))
+    return "".join(out)
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``), group headers with ``\\cmidrule``."""
+    n = len(table.columns)
+    lines = [f"% {latex_escape(table.title)}", r"\begin{tabular}{l" + "r" * (n - 1) + "}", r"\toprule"]
+    if table.groups and any(span > 1 for _, span in table.groups):
+        cells, rules, start = [], [], 1
+        for name, span in table.groups:
+            if span > 1 and name:
+                cells.append(rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(name)}}}")
+                rules.append(rf"\cmidrule(lr){{{start}-{start + span - 1}}}")
+            else:
+                cells += [""] * span
+            start += span
+        lines.append(" & ".join(cells) + r" \\")
+        lines.append(" ".join(rules))
+        sub = []
+        start = 0
+        for name, span in table.groups:
+            for i in range(span):
+                col = table.columns[start + i]
+                sub.append("ours" if (span > 1 and name and i == 0) else latex_escape(col))
+            start += span
+        lines.append(" & ".join(sub) + r" \\")
+    else:
+        lines.append(" & ".join(latex_escape(c) for c in table.columns) + r" \\")
+    lines.append(r"\midrule")
+    for row in table.rows:
+        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(table: Table) -> str:
+    """An HTML ``<table>`` (escaped), group header row when there are groups."""
+    esc = html.escape
+    parts = [f"<table>\n<caption>{esc(table.title)}</caption>\n<thead>\n"]
+    if table.groups and any(span > 1 for _, span in table.groups):
+        parts.append("<tr>" + "".join(f'<th colspan="{span}">{esc(name)}</th>' for name, span in table.groups)
+                     + "</tr>\n")
+        sub, start = [], 0
+        for name, span in table.groups:
+            for i in range(span):
+                col = table.columns[start + i]
+                sub.append("ours" if (span > 1 and name and i == 0) else col)
+            start += span
+        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in sub) + "</tr>\n")
+    else:
+        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>\n")
+    parts.append("</thead>\n<tbody>\n")
+    for row in table.rows:
+        cls = []
+        for c in row:
+            k = ""
+            if c == "not run" or str(c).startswith(("failed", "incomplete")):
+                k = ' class="missing"'
+            cls.append(f"<td{k}>{esc(str(c))}</td>")
+        parts.append("<tr>" + "".join(cls) + "</tr>\n")
+    parts.append("</tbody>\n</table>\n")
+    for note in table.notes:
+        parts.append(f'<p class="note">{esc(note)}</p>\n')
+    return "".join(parts)

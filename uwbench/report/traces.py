@@ -1,0 +1,99 @@
+"""Record memory traces for the heatmaps from finished runs (the one report step that runs a model).
+
+For each traced cell: the first finished final run (lowest seed) is rebuilt from its recorded
+``config.json``, its best checkpoint (``checkpoint/best.pt``) is loaded, and one sequence of the task's
+fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). A model without a
+trace (the LSTM baseline), a run without artifacts, or any failure skips the cell with a reason; it
+never fails the report. Inference only, on the CPU: the trace is deterministic.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import pandas as pd
+
+MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
+APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
+TRACE_SAMPLES = 1  # sequences traced per cell
+
+
+def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:
+    """{cell: run_id} of the runs to trace: in each memory-model cell the first finished final seed.
+    Cells sharing task, T, D, model and controller form one heatmap figure; at most ``MAX_GROUPS``
+    figures, those comparing the most writers first (regular / UW / CUW side by side), the appendix's
+    tasks (copy, max) before others, then the spec's order."""
+    finals = runs[(runs["role"] == "final") & (runs["status"] == "finished") & runs["model"].isin(memory_models)]
+    groups: Dict[Tuple, Dict[str, str]] = {}
+    for cell in cell_order:
+        g = finals[finals["cell"] == cell]
+        if len(g) == 0:
+            continue
+        r = g.sort_values(["seed", "run_id"], kind="stable", na_position="last").iloc[0]
+        key = (r["task"], _k(r["seq_len"]), _k(r["memory_size"]), r["model"], r["controller"])
+        groups.setdefault(key, {})[cell] = r["run_id"]
+    order = list(groups)
+    ranked = sorted(order, key=lambda k: (-len(groups[k]), k[0] not in APPENDIX_TASKS, order.index(k)))
+    chosen = set(ranked[:MAX_GROUPS])
+    return {cell: run_id for key in order if key in chosen for cell, run_id in groups[key].items()}
+
+
+def _k(v) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(int(v))
+
+
+def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], str]:
+    """(arrays, "") for a traced run, or (None, reason)."""
+    from uwbench.tracking import mlflow as tracking
+
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            cfg_path = tracking.download_artifact(run_id, "config.json", uri, d)
+            ckpt_path = tracking.download_artifact(run_id, "checkpoint/best.pt", uri, d)
+            with open(cfg_path, encoding="utf-8") as f:
+                config = json.load(f)
+            return trace_checkpoint(config, ckpt_path)
+    except Exception as exc:  # noqa: BLE001 - a trace is optional: say why and go on
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def trace_checkpoint(config: Mapping, checkpoint_path: str) -> Tuple[Optional[Dict], str]:
+    import torch
+
+    from uwbench.report.figures import trace_arrays
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import build_components, load_checkpoint
+
+    resolved = resolve_run(config)
+    task, model = build_components(resolved, torch.device("cpu"))
+    if not hasattr(model, "tracing"):
+        return None, f"model {resolved.model_name!r} records no trace"
+    model.load_state_dict(load_checkpoint(checkpoint_path))
+    model.eval()
+    batch = task.test_batches()[0]
+    model.tracing = True
+    try:
+        with torch.no_grad():
+            model(batch.inputs[:TRACE_SAMPLES], batch.decoder_inputs[:TRACE_SAMPLES],
+                  None if batch.lengths is None else batch.lengths[:TRACE_SAMPLES])
+    finally:
+        model.tracing = False
+    trace = getattr(model, "trace", None) or {}
+    if "write_weights" not in trace and "read_weights" not in trace:
+        return None, f"model {resolved.model_name!r} records no memory weights"
+    return trace_arrays(trace), ""
+
+
+def collect(runs: pd.DataFrame, cell_order: List[str], uri: Optional[str] = None, log=print) -> Dict[str, Dict]:
+    """{cell: {"run_id", "arrays"}} for the cells ``trace_targets`` picks (skipped cells are logged)."""
+    out: Dict[str, Dict] = {}
+    for cell, run_id in trace_targets(runs, cell_order).items():
+        arrays, why = trace_run(run_id, uri)
+        if arrays is None:
+            log(f"  trace of {cell} skipped: {why}")
+            continue
+        out[cell] = {"run_id": run_id, "arrays": arrays}
+    return out
