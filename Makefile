@@ -23,7 +23,7 @@ lint: install
 	$(PY) -m compileall -q uwbench tests benchmarks && $(PY) -m uwbench validate studies/*.yaml
 
 bench: install
-	$(PY) -m uwbench bench
+	$(PY) -m pip install -q -e ".[bench]" && $(PY) -m uwbench bench
 
 mlflow-ui: install
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///runs/mlflow.db

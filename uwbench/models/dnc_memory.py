@@ -70,6 +70,23 @@ class DNCInterface(NamedTuple):
 
 
 # ---- pure batched memory operations ----
+#
+# Speed (DESIGN.md §5, benchmarks/README.md): at the paper's sizes (B = 64, N = 4, W = 64) every tensor
+# here is a few thousand numbers, so a step costs kernel launches and autograd nodes, not arithmetic.
+# The batched products of tiny matrices are therefore written as a broadcast multiply and a sum up to
+# BROADCAST_MAX_SLOTS slots (a (64, 1, 4) @ (64, 4, 64) ``bmm`` and its backward cost several times as
+# much); above it, ``bmm``. The allocation avoids the sort up to PAIRWISE_MAX_SLOTS slots. From
+# FUSED_*_MIN_SLOTS on, the link update and the erase-and-add are one autograd node each that keeps for
+# the backward only what is alive anyway (the previous link and memory): at large N the (B, N, N) link
+# and (B, N, W) memory kept per step are the model's memory footprint. Each fast path is checked
+# against the plain formulation in ``tests/test_perf_paths.py``.
+
+BROADCAST_MAX_SLOTS = 64
+PAIRWISE_MAX_SLOTS = 8
+# From these sizes on the single-node erase-and-add and link update are faster than plain autograd (and
+# keep far less for the backward); below them a custom node's Python overhead costs more than it saves.
+FUSED_ERASE_MIN_SLOTS = 8
+FUSED_LINK_MIN_SLOTS = 32
 
 
 def interface_size(word_size: int, read_heads: int) -> int:
@@ -82,30 +99,51 @@ def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(torch.clamp((x * x).sum(-1, keepdim=True), min=NORM_FLOOR))
 
 
-def content_weighting(memory: torch.Tensor, keys: torch.Tensor, strengths: torch.Tensor) -> torch.Tensor:
+def inverse_norm(x: torch.Tensor) -> torch.Tensor:
+    """1 / sqrt(max(|x|^2, 1e-12)) over the last axis (the factor of ``l2_normalize``): (..., N, W) ->
+    (..., N). Above BROADCAST_MAX_SLOTS rows, as 1 / max(|x|, 1e-6) from one norm kernel, which makes
+    no (..., N, W) temporary (the squares are faster for small tensors)."""
+    if x.dim() < 2 or x.shape[-2] <= BROADCAST_MAX_SLOTS:
+        return torch.rsqrt(torch.clamp((x * x).sum(-1), min=NORM_FLOOR))
+    return torch.reciprocal(torch.clamp(torch.linalg.vector_norm(x, dim=-1), min=NORM_FLOOR ** 0.5))
+
+
+def slot_dot(memory: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """k . M_i for K keys: memory (B, N, W), keys (B, K, W) -> (B, K, N)."""
+    if memory.shape[1] <= BROADCAST_MAX_SLOTS:
+        return (keys.unsqueeze(2) * memory.unsqueeze(1)).sum(-1)  # (B, K, N, W) -> (B, K, N)
+    return torch.bmm(keys, memory.transpose(1, 2))
+
+
+def content_weighting(memory: torch.Tensor, keys: torch.Tensor, strengths: torch.Tensor,
+                      memory_inverse_norm: torch.Tensor | None = None) -> torch.Tensor:
     """C(M, k, beta)_i = softmax_i(beta cos(M_i, k)) for K keys at once.
 
-    memory (B, N, W), keys (B, K, W), strengths (B, K) -> (B, K, N)."""
-    cos = torch.bmm(l2_normalize(keys), l2_normalize(memory).transpose(1, 2))  # (B, K, N)
-    return torch.softmax(strengths.unsqueeze(-1) * cos, dim=-1)
+    memory (B, N, W), keys (B, K, W), strengths (B, K) -> (B, K, N). The cosine is the dot product
+    scaled by both inverse norms, which equals the dot of the two ``l2_normalize``d vectors without
+    normalising the whole memory. ``memory_inverse_norm`` (B, N) may be passed when already known."""
+    inv_m = inverse_norm(memory) if memory_inverse_norm is None else memory_inverse_norm  # (B, N)
+    scale = (strengths * inverse_norm(keys)).unsqueeze(-1)  # (B, K, 1): beta / |k|
+    scores = slot_dot(memory, keys) * inv_m.unsqueeze(1) * scale  # (B, K, N)
+    return torch.softmax(scores, dim=-1)
 
 
 def retention(free_gates: torch.Tensor, read_weights: torch.Tensor) -> torch.Tensor:
     """psi = prod_r (1 - f_r w^r_r): free gates (B, R), previous read weights (B, R, N) -> (B, N)."""
-    return torch.prod(1.0 - free_gates.unsqueeze(-1) * read_weights, dim=1)
+    kept = 1.0 - free_gates.unsqueeze(-1) * read_weights  # (B, R, N)
+    psi = kept[:, 0]
+    for head in range(1, kept.shape[1]):  # R is small: plain products (torch.prod's backward syncs)
+        psi = psi * kept[:, head]
+    return psi
 
 
 def update_usage(usage: torch.Tensor, write_weights: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
     """u = (u- + w^w- - u- * w^w-) * psi: all (B, N)."""
-    return (usage + write_weights - usage * write_weights) * psi
+    return torch.addcmul(usage, write_weights, 1.0 - usage) * psi  # u- + w (1 - u-) = u- + w - u- w
 
 
-def allocation(usage: torch.Tensor) -> torch.Tensor:
-    """a[phi_j] = (1 - u[phi_j]) prod_{i<j} u[phi_i] with phi the slots sorted by ascending usage.
-
-    No epsilon is added to the usage (reference §2.4, D17); ties keep the lower slot first, as TF's
-    top_k on -u does. The gradient flows through the sorted values, not the order. usage (B, N) -> (B, N).
-    """
+def allocation_by_sort(usage: torch.Tensor) -> torch.Tensor:
+    """The allocation through a stable sort (any N; the reference formulation, see ``allocation``)."""
     sorted_usage, order = torch.sort(usage, dim=-1, stable=True)  # (B, N), (B, N)
     ones = torch.ones_like(sorted_usage[:, :1])  # (B, 1)
     before = torch.cumprod(torch.cat([ones, sorted_usage[:, :-1]], dim=-1), dim=-1)  # (B, N) exclusive product
@@ -113,18 +151,44 @@ def allocation(usage: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(usage).scatter(-1, order, sorted_alloc)  # (B, N) back in slot order
 
 
+def allocation_pairwise(usage: torch.Tensor) -> torch.Tensor:
+    """The allocation without a sort, by pairwise comparison (exact for any N; O(N^2), used for small N).
+
+    Slot j comes before slot i in the stable ascending sort iff u_j < u_i, or u_j == u_i and j < i, so
+    a_i = (1 - u_i) prod_{j before i} u_j: the same products as the sorted exclusive cumprod, tie order
+    included, and the gradient flows through the same factors. usage (B, N) -> (B, N)."""
+    n = usage.shape[-1]
+    u_i, u_j = usage.unsqueeze(-1), usage.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    lower = torch.ones(n, n, dtype=torch.bool, device=usage.device).tril(-1)  # (N, N): j < i
+    before = (u_j < u_i) | ((u_j == u_i) & lower)  # (B, N, N): j is sorted before i
+    factors = torch.where(before, u_j, torch.ones((), dtype=usage.dtype, device=usage.device))  # (B, N, N)
+    columns = factors.unbind(-1)  # N x (B, N); a product of a few columns beats prod()'s backward
+    product = columns[0]
+    for column in columns[1:]:
+        product = product * column
+    return (1.0 - usage) * product  # (B, N)
+
+
+def allocation(usage: torch.Tensor) -> torch.Tensor:
+    """a[phi_j] = (1 - u[phi_j]) prod_{i<j} u[phi_i] with phi the slots sorted by ascending usage.
+
+    No epsilon is added to the usage (reference §2.4, D17); ties keep the lower slot first, as TF's
+    top_k on -u does. The gradient flows through the sorted values, not the order. usage (B, N) -> (B, N).
+    Up to PAIRWISE_MAX_SLOTS slots the same products come from pairwise comparisons (no sort)."""
+    if usage.shape[-1] <= PAIRWISE_MAX_SLOTS:
+        return allocation_pairwise(usage)
+    return allocation_by_sort(usage)
+
+
 def write_weighting(alloc: torch.Tensor, content: torch.Tensor, allocation_gate: torch.Tensor,
                     write_gate: torch.Tensor) -> torch.Tensor:
     """w^w = g^w (g^a a + (1 - g^a) c): alloc, content (B, N), gates (B, 1) -> (B, N)."""
-    return write_gate * (allocation_gate * alloc + (1.0 - allocation_gate) * content)
+    return write_gate * torch.lerp(content, alloc, allocation_gate)  # c + g^a (a - c)
 
 
-def update_link(link: torch.Tensor, write_weights: torch.Tensor, precedence: torch.Tensor,
-                off_diagonal: torch.Tensor | None = None) -> torch.Tensor:
-    """L[i,j] = (1 - w_i - w_j) L-[i,j] + w_i p-_j, then L[i,i] = 0.
-
-    link (B, N, N), write weights and previous precedence (B, N) -> (B, N, N). ``off_diagonal`` is the
-    (N, N) mask 1 - I (passed in to avoid rebuilding it every step)."""
+def update_link_reference(link: torch.Tensor, write_weights: torch.Tensor, precedence: torch.Tensor,
+                          off_diagonal: torch.Tensor | None = None) -> torch.Tensor:
+    """``update_link`` written as plain autograd tensor operations (the reference for the fused node)."""
     n = write_weights.shape[-1]
     if off_diagonal is None:
         off_diagonal = 1.0 - torch.eye(n, dtype=link.dtype, device=link.device)  # (N, N)
@@ -134,16 +198,146 @@ def update_link(link: torch.Tensor, write_weights: torch.Tensor, precedence: tor
     return link * off_diagonal
 
 
+class _LinkUpdate(torch.autograd.Function):
+    """L = (1 - w_i - w_j) L- + w_i p-_j with a zero diagonal, as one autograd node.
+
+    Autograd of the plain expression keeps about four (B, N, N) tensors per step for the backward;
+    this node keeps only L- (alive anyway: the previous step's output) and the (B, N) vectors. With
+    G the incoming gradient off the diagonal (the diagonal is constant 0):
+        dL- = (1 - w_i - w_j) G,   dp_j = sum_i G_ij w_i,
+        dw_k = sum_j G_kj (p_j - L-_kj) - sum_i G_ik L-_ik."""
+
+    # Both passes allocate no (B, N, N) temporary beyond their results (products with a (B, N, 1) or
+    # (B, 1, N) factor are broadcast in place, sums over one axis are matrix-vector products above
+    # BROADCAST_MAX_SLOTS): at N = 256 a short-lived (B, N, N) tensor per step fragments the heap into
+    # holes the size of a link, which costs more resident memory than the links themselves.
+
+    @staticmethod
+    def forward(ctx, link, write_weights, precedence):
+        w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+        out = link * (1.0 - w_i)  # (B, N, N)
+        out.addcmul_(link, w_j, value=-1.0)  # (1 - w_i - w_j) L-
+        out.addcmul_(w_i, precedence.unsqueeze(-2))  # + w_i p-_j
+        out.diagonal(dim1=-2, dim2=-1).zero_()
+        ctx.save_for_backward(link, write_weights, precedence)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        link, write_weights, precedence = ctx.saved_tensors
+        g = grad.clone()  # (B, N, N)
+        g.diagonal(dim1=-2, dim2=-1).zero_()  # the diagonal is constant 0
+        w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)
+        d_link = d_w = d_p = None
+        if ctx.needs_input_grad[0]:
+            d_link = g * (1.0 - w_i)
+            d_link.addcmul_(g, w_j, value=-1.0)
+        if ctx.needs_input_grad[1]:
+            gp = _row_dot(g, precedence)  # (B, N): sum_j G_kj p_j
+            g.mul_(link)  # G * L- (g is not needed any more)
+            d_w = gp - g.sum(-1) - g.sum(-2)
+        if ctx.needs_input_grad[2]:
+            d_p = _row_dot(grad.transpose(1, 2), write_weights)  # sum_i G_ij w_i (the diagonal: below)
+            d_p = d_p - torch.diagonal(grad, dim1=-2, dim2=-1) * write_weights
+        return d_link, d_w, d_p
+
+
+def _row_dot(matrix: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """sum_j A_kj v_j: (B, N, N), (B, N) -> (B, N), without a (B, N, N) product above BROADCAST_MAX_SLOTS."""
+    if matrix.shape[-1] <= BROADCAST_MAX_SLOTS:
+        return (matrix * vector.unsqueeze(-2)).sum(-1)
+    return torch.bmm(matrix, vector.unsqueeze(-1)).squeeze(-1)
+
+
+def update_link_fused(link: torch.Tensor, write_weights: torch.Tensor, precedence: torch.Tensor) -> torch.Tensor:
+    """``update_link`` as the single autograd node ``_LinkUpdate``."""
+    return _LinkUpdate.apply(link, write_weights, precedence)
+
+
+def update_link(link: torch.Tensor, write_weights: torch.Tensor, precedence: torch.Tensor,
+                off_diagonal: torch.Tensor | None = None) -> torch.Tensor:
+    """L[i,j] = (1 - w_i - w_j) L-[i,j] + w_i p-_j, then L[i,i] = 0.
+
+    link (B, N, N), write weights and previous precedence (B, N) -> (B, N, N). ``off_diagonal`` is the
+    (N, N) mask 1 - I (optional; the fused node, used from FUSED_LINK_MIN_SLOTS slots, needs none)."""
+    if link.shape[-1] >= FUSED_LINK_MIN_SLOTS:
+        return update_link_fused(link, write_weights, precedence)
+    return update_link_reference(link, write_weights, precedence, off_diagonal)
+
+
 def update_precedence(precedence: torch.Tensor, write_weights: torch.Tensor) -> torch.Tensor:
     """p = (1 - sum_i w_i) p- + w: (B, N) -> (B, N)."""
-    return (1.0 - write_weights.sum(-1, keepdim=True)) * precedence + write_weights
+    return torch.addcmul(write_weights, 1.0 - write_weights.sum(-1, keepdim=True), precedence)
+
+
+def erase_and_add_reference(memory: torch.Tensor, write_weights: torch.Tensor, erase: torch.Tensor,
+                            write_vector: torch.Tensor) -> torch.Tensor:
+    """``erase_and_add`` written as plain autograd tensor operations (the reference for the fused node)."""
+    w = write_weights.unsqueeze(-1)  # (B, N, 1)
+    return memory * (1.0 - w * erase.unsqueeze(1)) + w * write_vector.unsqueeze(1)
+
+
+class _EraseAndAdd(torch.autograd.Function):
+    """M = M- (1 - w e^T) + w v^T as one autograd node that keeps only M- (alive anyway: the previous
+    state) and the small vectors for its backward, not a (B, N, W) product per step. With G the incoming
+    gradient: dM- = G (1 - w e^T), dw_i = sum_k G_ik (v_k - M-_ik e_k), de_k = -sum_i G_ik w_i M-_ik,
+    dv_k = sum_i G_ik w_i."""
+
+    @staticmethod
+    def forward(ctx, memory, write_weights, erase, write_vector):
+        w = write_weights.unsqueeze(-1)  # (B, N, 1)
+        # (M- - M- w e^T) + w v^T built in the output's buffer (no (B, N, W) temporary): w_i = e = 1 replaces
+        # slot i by v exactly, w_i = 0 leaves it bit for bit
+        out = memory * w  # (B, N, W)
+        out.mul_(erase.unsqueeze(1))
+        torch.sub(memory, out, out=out)
+        out.addcmul_(w, write_vector.unsqueeze(1))
+        ctx.save_for_backward(memory, write_weights, erase, write_vector)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        memory, write_weights, erase, write_vector = ctx.saved_tensors
+        w, e, v = write_weights.unsqueeze(-1), erase.unsqueeze(1), write_vector.unsqueeze(1)
+        d_memory = d_w = d_e = d_v = None
+        if ctx.needs_input_grad[0]:
+            d_memory = grad - grad * (w * e)  # (B, N, W)
+        gm = grad * memory if (ctx.needs_input_grad[1] or ctx.needs_input_grad[2]) else None  # (B, N, W)
+        if ctx.needs_input_grad[1]:
+            d_w = (grad * v).sum(-1) - (gm * e).sum(-1)  # (B, N)
+        if ctx.needs_input_grad[2]:
+            d_e = -(gm * w).sum(1)  # (B, W)
+        if ctx.needs_input_grad[3]:
+            d_v = (grad * w).sum(1)  # (B, W)
+        return d_memory, d_w, d_e, d_v
+
+
+def erase_and_add_fused(memory: torch.Tensor, write_weights: torch.Tensor, erase: torch.Tensor,
+                        write_vector: torch.Tensor) -> torch.Tensor:
+    """``erase_and_add`` as the single autograd node ``_EraseAndAdd``."""
+    return _EraseAndAdd.apply(memory, write_weights, erase, write_vector)
 
 
 def erase_and_add(memory: torch.Tensor, write_weights: torch.Tensor, erase: torch.Tensor,
                   write_vector: torch.Tensor) -> torch.Tensor:
-    """M = M- * (1 - w e^T) + w v^T: memory (B, N, W), w (B, N), e and v (B, W) -> (B, N, W)."""
-    w = write_weights.unsqueeze(-1)  # (B, N, 1)
-    return memory * (1.0 - w * erase.unsqueeze(1)) + w * write_vector.unsqueeze(1)
+    """M = M- * (1 - w e^T) + w v^T: memory (B, N, W), w (B, N), e and v (B, W) -> (B, N, W).
+
+    w_i = e = 1 replaces slot i by v exactly and w_i = 0 leaves it bit for bit, on both paths (one
+    autograd node from FUSED_ERASE_MIN_SLOTS slots, plain operations below)."""
+    if memory.shape[1] >= FUSED_ERASE_MIN_SLOTS:
+        return erase_and_add_fused(memory, write_weights, erase, write_vector)
+    return erase_and_add_reference(memory, write_weights, erase, write_vector)
+
+
+def link_products(link: torch.Tensor, read_weights: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """forward = L w^r- (f_i = sum_j L[i,j] w_j) and backward = L^T w^r- (b_j = sum_i L[i,j] w_i):
+    link (B, N, N), read weights (B, R, N) -> two (B, R, N)."""
+    if link.shape[-1] <= BROADCAST_MAX_SLOTS:
+        weighted = link.unsqueeze(1)  # (B, 1, N, N)
+        forward = (weighted * read_weights.unsqueeze(-2)).sum(-1)  # (B, R, N)
+        backward = (weighted * read_weights.unsqueeze(-1)).sum(-2)  # (B, R, N)
+        return forward, backward
+    return torch.bmm(read_weights, link.transpose(1, 2)), torch.bmm(read_weights, link)
 
 
 def read_weighting(link: torch.Tensor, read_weights: torch.Tensor, content: torch.Tensor,
@@ -151,20 +345,23 @@ def read_weighting(link: torch.Tensor, read_weights: torch.Tensor, content: torc
     """w^r = pi_0 backward + pi_1 content + pi_2 forward, forward = L w^r-, backward = L^T w^r-.
 
     link (B, N, N), previous read weights and content (B, R, N), modes (B, R, 3) -> (B, R, N)."""
-    forward = torch.bmm(read_weights, link.transpose(1, 2))  # (B, R, N): f_i = sum_j L[i,j] w_j
-    backward = torch.bmm(read_weights, link)  # (B, R, N): b_j = sum_i L[i,j] w_i
-    return (read_modes[..., 0:1] * backward + read_modes[..., 1:2] * content
-            + read_modes[..., 2:3] * forward)
+    forward, backward = link_products(link, read_weights)  # (B, R, N) each
+    pi_b, pi_c, pi_f = read_modes.unsqueeze(-1).unbind(-2)  # 3 x (B, R, 1)
+    return torch.addcmul(torch.addcmul(pi_c * content, pi_b, backward), pi_f, forward)
 
 
 def read_memory(memory: torch.Tensor, read_weights: torch.Tensor) -> torch.Tensor:
     """r = M^T w^r per head: memory (B, N, W), read weights (B, R, N) -> (B, R, W)."""
+    if memory.shape[1] <= BROADCAST_MAX_SLOTS:
+        return (read_weights.unsqueeze(-1) * memory.unsqueeze(1)).sum(-2)  # (B, R, N, W) -> (B, R, W)
     return torch.bmm(read_weights, memory)
 
 
 def flatten_reads(reads: torch.Tensor) -> torch.Tensor:
     """vec(r) in the TF layout: the [W, R] read matrix flattened row-major (index w R + r).
     reads (B, R, W) -> (B, W R)."""
+    if reads.shape[1] == 1:
+        return reads.squeeze(1)  # one head: vec(r) is r
     return reads.transpose(1, 2).reshape(reads.shape[0], -1)
 
 
@@ -172,21 +369,23 @@ def parse_interface(xi: torch.Tensor, word_size: int, read_heads: int) -> DNCInt
     """Slice and activate the (already clipped) interface xi (B, |xi|) in the order of reference §2.3.
 
     Matrix-shaped slices are TF row-major reshapes: the read keys are [W, R] (index w R + r) and the
-    read modes [3, R] (index m R + r); both are returned head-first."""
+    read modes [3, R] (index m R + r); both are returned head-first. The free, allocation and write
+    gates are adjacent, so one sigmoid activates all three."""
     w, r = word_size, read_heads
-    (read_keys, read_strengths, write_key, write_strength, erase, write_vector, free_gates,
-     allocation_gate, write_gate, read_modes) = xi.split([w * r, r, w, 1, w, w, r, 1, 1, N_READ_MODES * r], dim=-1)
+    (read_keys, read_strengths, write_key, write_strength, erase, write_vector, gates,
+     read_modes) = xi.split([w * r, r, w, 1, w, w, r + 2, N_READ_MODES * r], dim=-1)
     b = xi.shape[0]
+    free_gates, allocation_gate, write_gate = torch.sigmoid(gates).split([r, 1, 1], dim=-1)
     return DNCInterface(
-        read_keys=read_keys.reshape(b, w, r).transpose(1, 2),  # (B, R, W)
+        read_keys=read_keys.unsqueeze(1) if r == 1 else read_keys.reshape(b, w, r).transpose(1, 2),  # (B, R, W)
         read_strengths=1.0 + F.softplus(read_strengths),  # (B, R)
         write_key=write_key,  # (B, W)
         write_strength=1.0 + F.softplus(write_strength),  # (B, 1)
         erase=torch.sigmoid(erase),  # (B, W)
         write_vector=write_vector,  # (B, W)
-        free_gates=torch.sigmoid(free_gates),  # (B, R)
-        allocation_gate=torch.sigmoid(allocation_gate),  # (B, 1)
-        write_gate=torch.sigmoid(write_gate),  # (B, 1)
+        free_gates=free_gates,  # (B, R)
+        allocation_gate=allocation_gate,  # (B, 1)
+        write_gate=write_gate,  # (B, 1)
         read_modes=torch.softmax(read_modes.reshape(b, N_READ_MODES, r), dim=1).transpose(1, 2),  # (B, R, 3)
     )
 
@@ -230,8 +429,6 @@ class DNCMemory(nn.Module):
         self.read_heads = read_heads  # R
         self.interface_size = interface_size(word_size, read_heads)
         self.read_size = word_size * read_heads
-        off = 1.0 - torch.eye(memory_size)  # (N, N)
-        self.register_buffer("off_diagonal", off, persistent=False)
 
     def extra_repr(self) -> str:
         return f"memory_size={self.memory_size}, word_size={self.word_size}, read_heads={self.read_heads}"
@@ -255,7 +452,7 @@ class DNCMemory(nn.Module):
         return parse_interface(xi, self.word_size, self.read_heads)
 
     def write(self, state: DNCState, iface: DNCInterface) -> DNCState:
-        return dnc_write(state, iface, self._off_diagonal(state.link))
+        return dnc_write(state, iface)
 
     def read(self, state: DNCState, iface: DNCInterface) -> Tuple[torch.Tensor, DNCState]:
         reads, state = dnc_read(state, iface)  # (B, R, W)
@@ -266,12 +463,6 @@ class DNCMemory(nn.Module):
 
     def trace_step(self, state: DNCState, iface: DNCInterface) -> Dict[str, torch.Tensor]:
         return {"write_weights": state.write_weights, "read_weights": state.read_weights}  # (B, N), (B, R, N)
-
-    def _off_diagonal(self, like: torch.Tensor) -> torch.Tensor:
-        off = self.off_diagonal
-        if off.dtype != like.dtype or off.device != like.device:
-            off = off.to(like.device, like.dtype)
-        return off
 
 
 @MODELS.register("dnc", config=MANNConfig, help="Differentiable Neural Computer (usage, allocation, temporal link)")

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
-from uwbench.models.controllers import build_controller
+from uwbench.models.controllers import build_controller, compile_step
 from uwbench.registry import MODELS
 
 
@@ -25,13 +25,15 @@ class LSTMBaselineConfig:
             raise ValueError(f"`hidden_size >= 1` must hold, got {self.hidden_size}")
 
 
-def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int = 0):
+def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int = 0, step=None):
     """Run ``controller`` over precomputed input projections gx (B, T, G); return outputs (B, T, H)
-    and the final state. With ``lengths`` (B,), a sample's state stops changing after its last step."""
+    and the final state. With ``lengths`` (B,), a sample's state stops changing after its last step.
+    ``step`` replaces ``controller.step`` (e.g. its compiled version)."""
+    step = controller.step if step is None else step
     outs = []
     # unbind once: indexing gx[:, t] per step makes the backward fill a (B, T, G) zero tensor every step
     for t, gx_t in enumerate(gx.unbind(1)):
-        h, new_state = controller.step(gx_t, state)
+        h, new_state = step(gx_t, state)
         if lengths is not None:
             live = (lengths > start + t).unsqueeze(-1)  # (B, 1)
             new_state = tuple(torch.where(live, n, o) for n, o in zip(new_state, state))
@@ -47,12 +49,22 @@ class LSTMBaseline(Seq2SeqModel):
         self.cfg = cfg
         self.controller = build_controller(cfg.controller, input_size, cfg.hidden_size)
         self.w_y = nn.Parameter(torch.randn(cfg.hidden_size, output_size) * 0.1)  # N(0, 0.1^2), no bias
+        self._compiled_step = None  # set by compile_steps()
+
+    def compile_steps(self, **options) -> "LSTMBaseline":
+        """Run the controller's step under ``torch.compile`` while autograd records (training); see
+        ``MANN.compile_steps``. Returns the model."""
+        self._compiled_step = compile_step(self.controller.step, **options)
+        return self
 
     def forward(self, inputs, decoder_inputs, lengths=None):
         b = inputs.shape[0]
-        state = self.controller.initial_state(b, inputs.device, inputs.dtype)
-        _, state = run_controller(self.controller, self.controller.project(inputs), state, lengths)
-        hs, _ = run_controller(self.controller, self.controller.project(decoder_inputs), state)  # (B, Td, H)
+        step = self._compiled_step if self._compiled_step is not None and torch.is_grad_enabled() else None
+        ctrl = self.controller
+        state = ctrl.initial_state(b, inputs.device, inputs.dtype)
+        with ctrl.sequence():  # the controller's per-sequence constants, made once
+            _, state = run_controller(ctrl, ctrl.project(inputs), state, lengths, step=step)
+            hs, _ = run_controller(ctrl, ctrl.project(decoder_inputs), state, step=step)  # (B, Td, H)
         return torch.clamp(hs @ self.w_y, -OUTPUT_CLIP, OUTPUT_CLIP)  # (B, Td, O)
 
 

@@ -11,14 +11,18 @@ One frame serves every memory (DNC: ``dnc_memory.py``, NTM: ``ntm.py``) and ever
 
 The encoder's write steps come from the writer's batch-shared schedule, so a held step is a plain
 Python branch that does no memory work at all (DESIGN.md §3): UW's speed-up depends on it. The
-controller and the interface projection still run on held steps, as in the authors' code (so the write
-gate can be traced). The decoder writes and reads every step (``decoder_write=False``: reads only).
+controller still runs on held steps, as in the authors' code; the interface projection, unused there,
+is computed on held steps only while tracing (so the write gate can be traced at every step). The
+decoder writes and reads every step (``decoder_write=False``: reads only).
 A ``cached`` writer (CUW, paper Algorithm 1) replaces h_{t-1} by an attention over the controller
 states cached since the last write before each encoder write step.
 
-Speed (DESIGN.md §5): the encoder's and the decoder's input projections take one matmul each
-(``controller.project`` on all steps); only the read vector's part is projected per step, and not again
-while the read vector is held; W_y and W_r are applied once to all decoder steps.
+Speed (DESIGN.md §5, benchmarks/README.md): the encoder's and the decoder's input projections take one
+matmul each (``controller.project`` on all steps); only the read vector's part is projected per step
+(fused with the step's input into one ``addmm``), and not again while the read vector is held; the
+controller's per-sequence constants are made once (``controller.sequence()``); W_y and W_r are applied
+once to all decoder steps. ``compile_steps()`` puts the step function under ``torch.compile`` (an
+option: the ``compile`` training setting).
 
 Traces: with ``model.tracing = True`` each forward leaves in ``model.trace`` (detached, S = Te + Td
 steps, encoder first):
@@ -41,7 +45,7 @@ import torch
 import torch.nn as nn
 
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
-from uwbench.models.controllers import build_controller
+from uwbench.models.controllers import build_controller, compile_step
 from uwbench.models.memory_base import MANNConfig, Writer
 from uwbench.registry import WRITERS
 
@@ -69,6 +73,7 @@ class MANN(Seq2SeqModel):
         self.w_y = nn.Parameter(torch.randn(h, output_size) * INIT_STD)  # (H, O)
         self.w_r = nn.Parameter(torch.randn(memory.read_size, output_size) * INIT_STD)  # (read_size, O)
         self.cache_attention = writer.build_attention(h, memory.read_size) if writer.cached else None
+        self._compiled_step = None  # set by compile_steps()
         mask = getattr(writer, "mask", None)
         if mask is not None:
             # A writer with a fixed per-instance mask (random writing): keep it in the state dict so a
@@ -83,23 +88,35 @@ class MANN(Seq2SeqModel):
                 "the memory models need one encoder length per batch: `lengths is None` must hold, got a "
                 f"tensor of shape {tuple(lengths.shape)} (variable-length batches are not supported yet)"
             )
-        b, te = inputs.shape[0], inputs.shape[1]
-        td = decoder_inputs.shape[1]
-        device, dtype = inputs.device, inputs.dtype
+        te = inputs.shape[1]
         schedule = self.writer.schedule(te)
         if len(schedule) != te:
             raise ValueError(f"the writer's schedule must have one entry per encoder step ({te}), got {len(schedule)}")
         rec: Optional[_Recorder] = _Recorder() if self.tracing else None
+        with self.controller.sequence():  # the controller's per-sequence constants, made once
+            out = self._run(inputs, decoder_inputs, schedule, rec)
+        if rec is not None:
+            self.trace = rec.finish(te)
+        return out
 
+    def _run(self, inputs, decoder_inputs, schedule, rec) -> torch.Tensor:
+        """The encoder and decoder loops (see ``forward``)."""
+        b, te, td = inputs.shape[0], inputs.shape[1], decoder_inputs.shape[1]
+        device, dtype = inputs.device, inputs.dtype
         ctrl, mem = self.controller, self.memory
+        step = self._step
+        if self._compiled_step is not None and rec is None and torch.is_grad_enabled():
+            step = self._compiled_step
         cstate = ctrl.initial_state(b, device, dtype)
         mstate = mem.initial_state(b, device, dtype)
         r = mem.initial_read(b, device, dtype)  # (B, read_size)
         gr: Optional[torch.Tensor] = None  # r's projection into the controller, reused while r is held
+        w_read = ctrl.weight_ih[self.input_size:]  # (read_size, G): r's rows of the input weights, sliced once
 
-        # All encoder steps in one matmul; unbind (not gx[:, t]) so the backward stacks the step gradients
-        # once instead of filling a zero (B, Te, G) tensor per step.
+        # The encoder's and the decoder's input projections in one matmul each; unbind (not gx[:, t]) so the
+        # backward stacks the step gradients once instead of filling a zero (B, T, G) tensor per step.
         gx_enc = ctrl.project(inputs, 0, self.input_size).unbind(1)  # Te x (B, G)
+        gx_dec = ctrl.project(decoder_inputs, 0, self.input_size).unbind(1)  # Td x (B, G)
         cache: List[torch.Tensor] = []
         for t in range(te):
             write = bool(schedule[t])
@@ -111,37 +128,74 @@ class MANN(Seq2SeqModel):
                     cache = []
                     if rec is not None:
                         rec.cache_attention[t] = alpha.detach()
-            _, cstate, mstate, r, gr = self._step(gx_enc[t], cstate, mstate, r, gr, write, write, rec)
+            # A held step gets no memory state (it does not touch it), so a compiled held step has one graph
+            # whether the memory still holds its constant initial values or not.
+            step_mstate = mstate if (write or rec is not None) else None
+            cstate, mstate, r, gr = _carry(step(gx_enc[t], w_read, cstate, step_mstate, r, gr, write, write, rec),
+                                           mstate, r, gr)
 
-        gx_dec = ctrl.project(decoder_inputs, 0, self.input_size).unbind(1)  # Td x (B, G)
         hs, rs = [], []
         for t in range(td):
-            h, cstate, mstate, r, gr = self._step(gx_dec[t], cstate, mstate, r, gr,
-                                                  self.cfg.decoder_write, True, rec)
-            hs.append(h)
+            cstate, mstate, r, gr = _carry(step(gx_dec[t], w_read, cstate, mstate, r, gr,
+                                                self.cfg.decoder_write, True, rec), mstate, r, gr)
+            hs.append(cstate[0])  # h_t
             rs.append(r)
-        if rec is not None:
-            self.trace = rec.finish(te)
         out = torch.stack(hs, dim=1) @ self.w_y + torch.stack(rs, dim=1) @ self.w_r  # (B, Td, O)
         return torch.clamp(out, -OUTPUT_CLIP, OUTPUT_CLIP)
 
-    def _step(self, gx, cstate, mstate, r, gr, write: bool, read: bool, rec):
+    def compile_steps(self, **options) -> "MANN":
+        """Run the per-step function (controller, interface, memory write and read) under ``torch.compile``
+        (DESIGN.md §5; the ``compile`` training option). Each kind of step (write and read, held, held
+        with a kept read projection) compiles once into one fused forward and one fused backward; the
+        Python loop over steps and the batch-shared schedule stay as they are, so held steps still skip
+        the memory. Traced forwards and forwards without autograd (evaluation) use the eager step:
+        tracing records Python-side, and evaluation is not worth a second set of compilations.
+        ``options`` go to ``torch.compile`` (see ``controllers.compile_step``). Returns the model."""
+        self._compiled_step = compile_step(self._step, **options)
+        return self
+
+    def _step(self, gx, w_read, cstate, mstate, r, gr, write: bool, read: bool, rec):
         """One controller step, then (if scheduled) the memory write and read. gx (B, G) is the step's
-        external-input projection. Returns h, controller state, memory state, r, r's projection."""
-        if gr is None:
-            gr = self.controller.project(r, self.input_size, self.input_size + self.read_size)  # (B, G)
-        h, cstate = self.controller.step(gx + gr, cstate)  # (B, H)
+        external-input projection, w_read (read_size, G) the input weights' rows for r. Returns (controller
+        state, memory state, r, r's projection), each None where this step left it unchanged: a compiled
+        step then returns only what it computed, as outputs that alias inputs cost extra bookkeeping per
+        call. ``_carry`` merges them back."""
+        new_gr = None
+        if gr is not None:  # r_{t-1} held since its projection was made
+            g = gx + gr
+        elif read:  # r_{t-1} is used by this step only: fuse its projection into one addmm
+            g = torch.addmm(gx, r, w_read)  # (B, G)
+        else:  # r_{t-1} will be carried past this step: keep its projection for the next steps
+            new_gr = r @ w_read  # (B, G)
+            g = gx + new_gr
+        h, cstate = self.controller.step(g, cstate)  # (B, H)
+        if not (write or read or rec is not None):
+            return cstate, None, None, new_gr  # a held step: no interface needed (it is unused)
         xi = torch.clamp(h @ self.w_xi, -self.cfg.interface_clip, self.cfg.interface_clip)  # (B, |xi|)
-        iface = None
-        if write or read:
-            iface = self.memory.parse(xi)
-            if write:
-                mstate = self.memory.write(mstate, iface)
-            r, mstate = self.memory.read(mstate, iface)  # (B, read_size)
-            gr = None
+        iface = self.memory.parse(xi) if (write or read) else None
+        new_mstate = new_r = None
+        if write:
+            new_mstate = mstate = self.memory.write(mstate, iface)
+        if read:
+            new_r, new_mstate = self.memory.read(mstate, iface)  # (B, read_size)
+            mstate = new_mstate
         if rec is not None:
-            rec.step(self.memory, mstate, self.memory.parse(xi) if iface is None else iface, r, write)
-        return h, cstate, mstate, r, gr
+            rec.step(self.memory, mstate, self.memory.parse(xi) if iface is None else iface,
+                     r if new_r is None else new_r, write)
+        return cstate, new_mstate, new_r, new_gr
+
+
+def _carry(out, mstate, r, gr):
+    """Merge a step's (controller state, memory state, r, r's projection), None meaning unchanged, into
+    the carried values. A new r invalidates the kept projection."""
+    cstate, new_mstate, new_r, new_gr = out
+    if new_mstate is not None:
+        mstate = new_mstate
+    if new_r is not None:
+        r, gr = new_r, None
+    elif new_gr is not None:
+        gr = new_gr
+    return cstate, mstate, r, gr
 
 
 class _Recorder:

@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from uwbench.models.dnc_memory import BROADCAST_MAX_SLOTS  # one threshold for both memories' tiny products
 from uwbench.models.memory_base import MANNConfig
 from uwbench.models.params import PAPER_TOTALS, paper_reconciliation
 from uwbench.registry import MODELS
@@ -72,7 +73,10 @@ class NTMInterface(NamedTuple):
 
 def content_weighting(memory: torch.Tensor, key: torch.Tensor, strength: torch.Tensor) -> torch.Tensor:
     """softmax_i(beta * cos(k, M_i)): memory (B, N, M), key (B, M), strength (B, 1) -> (B, N)."""
-    dot = torch.bmm(memory, key.unsqueeze(-1)).squeeze(-1)  # (B, N)
+    if memory.shape[1] <= BROADCAST_MAX_SLOTS:  # a broadcast product beats a bmm of tiny matrices
+        dot = (memory * key.unsqueeze(1)).sum(-1)  # (B, N)
+    else:
+        dot = torch.bmm(memory, key.unsqueeze(-1)).squeeze(-1)  # (B, N)
     norms = memory.norm(dim=-1) * key.norm(dim=-1, keepdim=True)  # (B, N)
     return torch.softmax(strength * dot / (norms + COSINE_EPS), dim=-1)
 
@@ -91,7 +95,7 @@ def circular_shift(weights: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     (w_{i-1}, w_i, w_{i+1}): the taps of offsets +1, 0, -1, hence the reversed shift."""
     padded = torch.cat([weights[:, -1:], weights, weights[:, :1]], dim=-1)  # (B, N + 2)
     windows = padded.unfold(-1, 3, 1)  # (B, N, 3) view: (w_{i-1}, w_i, w_{i+1})
-    return torch.bmm(windows, shift.flip(-1).unsqueeze(-1)).squeeze(-1)  # (B, N)
+    return (windows * shift.flip(-1).unsqueeze(1)).sum(-1)  # (B, N): 3 taps, no bmm of 1 x 3 matrices
 
 
 def sharpen(weights: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
@@ -123,6 +127,8 @@ def erase_add(memory: torch.Tensor, weights: torch.Tensor, erase: torch.Tensor, 
 
 def read_memory(memory: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """sum_i w_i M_i: (B, N, M), (B, N) -> (B, M)."""
+    if memory.shape[1] <= BROADCAST_MAX_SLOTS:
+        return (weights.unsqueeze(-1) * memory).sum(1)  # (B, N, M) -> (B, M)
     return torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
 
 

@@ -27,7 +27,8 @@ class TrainConfig:
     early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
-    threads: Optional[int] = None  # torch intra-op threads (None: torch's default)
+    threads: Optional[int] = None  # torch intra-op threads (None: 1 on CPU, torch's default on CUDA; see loop.py)
+    compile: bool = False  # run the model's step function under torch.compile (DESIGN.md §5)
 
     def __post_init__(self):
         checks = [

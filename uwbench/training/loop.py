@@ -4,6 +4,14 @@ Follows the authors' protocol (reference §4, decisions D12-D15): Adam (or RMSpr
 batches, per-tensor L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches``
 fresh batches, the best-evaluated weights kept, and a final test of those weights on the task's fixed
 seeded test set. Timing: training seconds per 100 updates *without* evaluation, evaluation separately.
+The first update is timed on its own (``first_update_seconds``: lazy initialisation and, with
+``compile``, the compilation) and left out of the per-100 figures, which measure the steady state.
+
+Threads: ``threads=None`` means one intra-op thread on CPU. A MANN step is hundreds of tiny kernels, so
+more threads do not speed it up (benchmarks/README.md), and on a machine whose cores are busy with
+other work, torch's default of one thread per core makes every parallel region wait for a descheduled
+thread: single DNC updates measured 1.1-5.9 s instead of 70-85 ms that way. The thread count is
+restored after the run.
 
 A non-finite loss stops the run, marks it failed with the step it happened at, and keeps what was
 recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it.
@@ -43,7 +51,11 @@ class RunResult:
     best_step: Optional[int] = None
     steps_done: int = 0
     train_seconds: float = 0.0
-    seconds_per_100: Optional[float] = None
+    seconds_per_100: Optional[float] = None  # steady state: the first update is not counted
+    cpu_seconds_per_100: Optional[float] = None  # the same in process CPU time (robust on a busy machine)
+    model_cpu_seconds_per_100: Optional[float] = None  # of that, the model's forward, loss and backward
+    first_update_seconds: Optional[float] = None
+    threads: Optional[int] = None  # torch intra-op threads used
     eval_seconds: float = 0.0
     test_seconds: float = 0.0
     num_parameters: int = 0
@@ -72,6 +84,23 @@ def clip_gradients(params, clip: float, mode: str) -> None:
         torch._foreach_mul_([p.grad for p in grads], scales)
     elif mode == "global":
         torch.nn.utils.clip_grad_norm_(grads, clip)
+
+
+def resolve_threads(threads: Optional[int], device: torch.device) -> Optional[int]:
+    """The intra-op thread count to use: ``threads`` if given, else 1 on CPU (see the module docstring),
+    else None (torch's default, for CUDA runs)."""
+    if threads is not None:
+        return threads
+    return 1 if device.type == "cpu" else None
+
+
+def enable_compile(model, model_name: str) -> None:
+    """Put the model's step function under torch.compile (``TrainConfig.compile``)."""
+    compile_steps = getattr(model, "compile_steps", None)
+    if compile_steps is None:
+        raise ValueError(f"`compile` needs a model with a step function to compile (the memory models and lstm), "
+                         f"got model {model_name!r}")
+    compile_steps()
 
 
 def build_components(run: ResolvedRun, device: torch.device):
@@ -114,14 +143,27 @@ def train(
     resolved = resolve_run(config)
     tc = resolved.train
     device = resolve_device(tc.device)
-    if tc.threads:
-        torch.set_num_threads(tc.threads)
+    threads = resolve_threads(tc.threads, device)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _train(resolved, device, run, report, progress, progress_desc)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, progress_desc) -> RunResult:
+    tc = resolved.train
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
+    if tc.compile:
+        enable_compile(model, resolved.model_name)
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
-    result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters())
+    result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters(),
+                       threads=torch.get_num_threads())
     result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
 
     if run is not None:
@@ -130,7 +172,7 @@ def train(
         run.log_params(flatten(cfg_dict))
         run.log_dict(cfg_dict, "config.json")
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
-                      "torch_version": torch.__version__})
+                      "torch_version": torch.__version__, "torch_threads": result.threads})
 
     bar = None
     if progress:
@@ -140,29 +182,47 @@ def train(
                    unit="upd", dynamic_ncols=True, leave=True)
     best_state = None
     loss_sum = torch.zeros((), device=device)
-    window_steps = 0
+    window_steps = 0  # updates in the current evaluation window (for the mean loss)
+    window_timed = 0  # of those, the ones in window_time (all but the first update of the run)
     window_time = 0.0
+    timed_steps = 0
+    timed_cpu = 0.0  # process CPU seconds of the timed updates
+    timed_model_cpu = 0.0  # of those, forward + loss + backward (the rest is the trainer's own work)
     evals_since_best = 0
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     step = 0
     try:
         model.train()
         for step in range(1, tc.steps + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             batch = task.sample(tc.batch_size, train_gen).to(device)
+            m0 = time.process_time()
             out = model(batch.inputs, batch.decoder_inputs, batch.lengths)
             loss = task.loss(out, batch)
             if device.type == "cpu" and not torch.isfinite(loss):
                 raise Diverged(f"loss became {float(loss.detach())} at update {step}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            m1 = time.process_time()
             clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
             optimizer.step()
             loss_sum += loss.detach()
+            # Drop this update's graph now: held until the next forward, its ~1,000 nodes per step cost about
+            # 5% of a DNC update (measured by `uwbench bench`, benchmarks/README.md).
+            del out, loss
             window_steps += 1
-            if step % tc.eval_every == 0 or step == tc.steps:
+            evaluating = step % tc.eval_every == 0 or step == tc.steps
+            if step == 1:  # warm-up (lazy init, compilation): timed on its own, not in the per-100 figures
                 sync()
+                result.first_update_seconds = time.perf_counter() - t0
+            else:
+                if evaluating:
+                    sync()  # the only host sync: once per evaluation window
                 window_time += time.perf_counter() - t0
+                timed_cpu += time.process_time() - c0
+                timed_model_cpu += m1 - m0
+                window_timed += 1
+            if evaluating:
                 mean_loss = float(loss_sum) / window_steps
                 if not math.isfinite(mean_loss):
                     raise Diverged(f"loss became {mean_loss} by update {step}")
@@ -170,8 +230,12 @@ def train(
                 batches = task.eval_batches(tc.eval_batches, tc.batch_size, eval_gen)
                 value = evaluate(model, task, batches, device)
                 result.eval_seconds += time.perf_counter() - e0
-                sec100 = window_time / window_steps * 100.0
+                if window_timed:
+                    sec100 = window_time / window_timed * 100.0
+                else:  # a window holding only the first update
+                    sec100 = result.first_update_seconds * 100.0
                 result.train_seconds += window_time
+                timed_steps += window_timed
                 result.steps_done = step
                 h = result.history
                 h["step"].append(step)
@@ -190,13 +254,11 @@ def train(
                 if bar is not None:
                     bar.set_postfix(loss=f"{mean_loss:.3f}", **{task.metric[:3]: f"{value:.3f}"})
                 loss_sum.zero_()
-                window_steps, window_time = 0, 0.0
+                window_steps, window_timed, window_time = 0, 0, 0.0
                 if report is not None:
                     report(step, value)
                 if tc.early_stop_evals and evals_since_best >= tc.early_stop_evals:
                     break
-            else:
-                window_time += time.perf_counter() - t0
             if bar is not None:
                 bar.update(1)
     except Pruned:
@@ -215,7 +277,13 @@ def train(
         if bar is not None:
             bar.close()
 
-    result.seconds_per_100 = result.train_seconds / max(result.steps_done, 1) * 100.0
+    if timed_steps:
+        result.seconds_per_100 = result.train_seconds / timed_steps * 100.0
+        result.cpu_seconds_per_100 = timed_cpu / timed_steps * 100.0
+        result.model_cpu_seconds_per_100 = timed_model_cpu / timed_steps * 100.0
+    else:  # a one-update run: only the warm-up update exists
+        result.seconds_per_100 = (result.first_update_seconds or 0.0) * 100.0
+    result.train_seconds += result.first_update_seconds or 0.0
     model.load_state_dict(best_state)
     t0 = time.perf_counter()
     result.test = evaluate(model, task, task.test_batches(), device)
@@ -223,7 +291,9 @@ def train(
     result.status = "finished"
     if run is not None:
         run.log_metrics({f"test_{task.metric}": result.test, "train_seconds": result.train_seconds,
-                         "mean_seconds_per_100": result.seconds_per_100, "eval_seconds": result.eval_seconds,
+                         "mean_seconds_per_100": result.seconds_per_100,
+                         "mean_cpu_seconds_per_100": result.cpu_seconds_per_100,
+                         "first_update_seconds": result.first_update_seconds, "eval_seconds": result.eval_seconds,
                          "test_seconds": result.test_seconds, f"best_eval_{task.metric}": result.best_eval},
                         result.steps_done)
         run.log_bytes(lambda p: torch.save(best_state, p), "best.pt", "checkpoint")

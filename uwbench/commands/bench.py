@@ -1,0 +1,49 @@
+"""``uwbench bench``: speed and memory benchmarks against torch.nn.LSTM and PyPI dnc (benchmarks/README.md).
+
+    uwbench bench                 the paper's configuration: headline table, writers, trainer overhead,
+                                  scaling on a small grid (about 10 minutes on 2 cores)
+    uwbench bench --quick         a CI-sized run that exercises every section (numbers mean little)
+    uwbench bench --full          adds the scaling table up to D = 256 and T = 1000 (much longer)
+
+Prints markdown tables and writes the JSON result under ``benchmarks/results/`` (``--out``). torch is
+imported inside ``run`` so ``uwbench --help`` stays instant.
+"""
+from __future__ import annotations
+
+HELP = "benchmark the models' speed and memory against torch.nn.LSTM and PyPI dnc"
+
+SECTIONS = ("headline", "writers", "trainer", "scaling")
+DEFAULT_OUT = "benchmarks/results"
+
+
+def add_arguments(p) -> None:
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="CI-sized configuration (checks the machinery)")
+    size.add_argument("--full", action="store_true", help="scaling up to D=256 and T=1000 (long)")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                   help="which sections to run (default: all)")
+    p.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="leave out the torch.compile'd candidates (they cost minutes of compilation)")
+    p.add_argument("--repeats", type=int, help="timed rounds per table (default 7; 5 with --quick)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the JSON result (default {DEFAULT_OUT})")
+    p.add_argument("--name", help="file name of the JSON result (default bench-<date>-<mode>.json)")
+    p.add_argument("--no-write", action="store_true", help="print the tables only")
+
+
+def run(args) -> int:
+    import sys
+
+    from uwbench.benchmarking import format_tables, run_benchmarks, write_result
+
+    if args.repeats is not None and args.repeats < 1:
+        raise ValueError(f"`--repeats >= 1` must hold, got {args.repeats}")
+    mode = "quick" if args.quick else "full" if args.full else "default"
+
+    def log(msg: str) -> None:
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+    result = run_benchmarks(mode, args.sections, compile=args.compile, repeats=args.repeats, log=log)
+    print(format_tables(result))
+    if not args.no_write:
+        print(f"\nwrote {write_result(result, args.out, args.name)}")
+    return 0
