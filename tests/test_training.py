@@ -132,3 +132,23 @@ def test_cuda_request_without_gpu_is_a_clear_error():
     cfg = {**TINY, "train": {**TINY["train"], "device": "cuda"}}
     with pytest.raises(ValueError, match="no CUDA GPU"):
         train(cfg, progress=False)
+
+
+def test_runs_started_together_on_a_fresh_store_all_get_recorded(tmp_path):
+    """Three processes open a store that does not exist yet at the same moment: none may crash on the
+    schema creation race (MLflow's migrations, stack notes §4); all three runs are recorded."""
+    import subprocess
+    import sys
+
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
+    code = ("import sys; from uwbench.tracking.mlflow import Run; "
+            "r = Run('together', run_name=sys.argv[1], uri=sys.argv[2]); r.log_metrics({'x': 1.0}, 0); r.end()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"r{i}", uri], stderr=subprocess.PIPE, text=True)
+             for i in range(3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(errors)
+    mlflow.set_tracking_uri(uri)
+    df = mlflow.search_runs(experiment_names=["together"])
+    assert sorted(df["tags.mlflow.runName"]) == ["r0", "r1", "r2"]

@@ -33,7 +33,12 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{os.path.join(env.runs_dir(), 'mlflow.db')}"
 
 
+_READY_STORES = set()  # local sqlite stores this process has created or migrated under the lock
+
+
 def resolve_uri(uri: Optional[str]) -> str:
+    """The tracking URI made absolute; a local sqlite store is created (or migrated) on first use, under a
+    file lock, so that processes starting at once on a fresh file do not race on the schema."""
     uri = uri or default_tracking_uri()
     if uri.startswith("sqlite:///"):
         path = uri[len("sqlite:///") :]
@@ -41,7 +46,27 @@ def resolve_uri(uri: Optional[str]) -> str:
             path = os.path.abspath(path)
             uri = f"sqlite:///{path}"
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        if uri not in _READY_STORES:
+            _prepare_sqlite_store(uri, path)
+            _READY_STORES.add(uri)
     return uri
+
+
+def _prepare_sqlite_store(uri: str, path: str) -> None:
+    """Create the schema of a local sqlite store while holding ``<db>.lock``. Two ``uwbench train`` runs
+    started together on a fresh file otherwise fail with ``duplicate column name`` or ``table ... already
+    exists`` from MLflow's migrations (stack notes §4: creation races)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks (Windows): create without the lock
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        return
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _artifact_root(uri: str) -> Optional[str]:
