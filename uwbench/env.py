@@ -25,3 +25,11 @@ RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
 def runs_dir() -> str:
     """Where local MLflow data, Optuna journals and checkpoints go (default ./runs)."""
     return os.path.abspath(os.environ.get(RUNS_DIR_ENV, "runs"))
+
+
+def progress_interval() -> float:
+    """Seconds between progress-bar redraws: twice a second on a terminal, every 30 s when stderr goes to a
+    file or a CI log (each redraw there is one more line of output)."""
+    import sys
+
+    return 0.5 if sys.stderr.isatty() else 30.0

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
+from uwbench import env
 from uwbench.spec import Cell, Plan
 from uwbench.sweeps import space
 
@@ -420,7 +421,7 @@ class Progress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=desc, unit="run", dynamic_ncols=True,
-                            file=sys.stderr, mininterval=0.5, smoothing=0.1)
+                            file=sys.stderr, mininterval=env.progress_interval(), smoothing=0.1)
 
     def update(self, done: int, pruned: int, failed: int, running: int, best: Optional[str] = None,
                total: Optional[int] = None) -> None:
@@ -436,7 +437,7 @@ class Progress:
         if ended > self.seen:
             self.bar.update(ended - self.seen)  # redraws, with the ETA from the pace so far
             self.seen = ended
-        else:
+        elif sys.stderr.isatty():  # the running count and the clock; in a log, only when a run ends
             self.bar.refresh()
 
     def write(self, line: str) -> None:

@@ -26,6 +26,7 @@ from typing import Callable, Dict, Mapping, Optional
 
 import torch
 
+from uwbench import env
 from uwbench.config import flatten
 from uwbench.registry import MODELS, TASKS
 from uwbench.training.config import ResolvedRun, resolve_run
@@ -179,7 +180,8 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
         from tqdm.auto import tqdm
 
         bar = tqdm(total=tc.steps, desc=progress_desc or f"{resolved.model_name}/{resolved.task_name}",
-                   unit="upd", dynamic_ncols=True, leave=True)
+                   unit="upd", dynamic_ncols=True, leave=True,
+                   mininterval=env.progress_interval())
     best_state = None
     loss_sum = torch.zeros((), device=device)
     window_steps = 0  # updates in the current evaluation window (for the mean loss)
