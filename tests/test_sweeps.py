@@ -384,3 +384,41 @@ def test_every_study_runs_its_smoke_profile(name, sweep_env):
     assert len(children) <= plan.n_runs() and "runs planned" in proc.stdout
     if not (children["tags.status"] == "failed").any():
         assert len(children) == plan.n_runs()
+
+
+def test_memory_size_and_cache_size_are_searched_and_the_final_runs_use_the_best(sweep_env, tmp_path):
+    """The mission's sweep space: memory size D and cache size L (with lr and clip) searched on a CUW cell;
+    each trial's run really uses its sampled D and L, and the final runs re-use the best trial's."""
+    env, uri = sweep_env
+    path = study_file(tmp_path, "memsearch", f"""
+        mode: tuned
+        task: {{name: copy, seq_len: 6, test_size: 8}}
+        fixed: {{model: {{hidden_size: 8, word_size: 4}}, train: {TINY_TRAIN}}}
+        cells:
+          - {{model: dnc, name: cuw, set: {{model: {{writer: cached_uniform}}}}}}
+        search:
+          model.memory_size: {{type: int, low: 1, high: 3}}
+          model.cache_size: {{type: choice, values: [2, 3]}}
+          train.lr: {{type: float, low: 1.0e-3, high: 1.0e-2, log: true}}
+          train.clip: {{type: choice, values: [1, 10]}}
+        objective: {{metric: eval_accuracy, direction: maximize}}
+        seeds: [0]
+        final_seeds: [7]
+        budget: {{n_trials: 4}}
+        pruning: {{type: none}}
+    """)
+    sweep(env, path, "--workers", "0", "--tracking-uri", uri)
+    df = runs(uri, "memsearch")
+    _, children = check_layout(df, "memsearch", {"cuw"}, "optuna")
+    trials = children[children["tags.role"] == "trial"]
+    final = children[children["tags.role"] == "final"]
+    assert len(trials) == 4 and len(final) == 1
+    for _, row in children.iterrows():  # the run's resolved config holds what the search chose
+        chosen = json.loads(row["tags.search_params"])
+        assert int(row["params.model.memory_size"]) == chosen["model.memory_size"] == int(row["tags.memory_size"])
+        assert int(row["params.model.cache_size"]) == chosen["model.cache_size"] == int(row["tags.cache_size"])
+        assert float(row["params.train.lr"]) == pytest.approx(chosen["train.lr"])
+    trials = trials.assign(number=trials["tags.trial_number"].astype(int))
+    best = trials.sort_values(["metrics.best_eval_accuracy", "number"], ascending=[False, True]).iloc[0]
+    assert int(final.iloc[0]["tags.best_trial"]) == best["number"]  # ties: the earliest trial
+    assert json.loads(final.iloc[0]["tags.search_params"]) == json.loads(best["tags.search_params"])

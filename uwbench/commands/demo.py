@@ -1,5 +1,5 @@
 """`uwbench demo` (what `make demo` runs): the quickstart study swept with the Optuna backend on its
-default profile (cpu: a few minutes on 2 cores), recorded in MLflow, then its report under
+default profile (cpu: about 5 minutes on 2 cores), recorded in MLflow, then its report under
 reports/quickstart/ and how to look at both."""
 from __future__ import annotations
 
