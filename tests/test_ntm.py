@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import fit_and_score
 
 from uwbench.models import ntm
 from uwbench.models.memory_base import MANNConfig
@@ -253,18 +254,7 @@ def test_trains_on_tiny_copy_above_chance(writer):
     torch.manual_seed(0)
     task = _copy_task(seq_len=3)
     model = _model(task, hidden_size=32, memory_size=4, word_size=16, writer=writer)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(150):
-        batch = task.sample(32, gen)
-        loss = task.loss(model(batch.inputs, batch.decoder_inputs), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    batch = task.sample(256, torch.Generator().manual_seed(99))
-    with torch.no_grad():
-        pred = model(batch.inputs, batch.decoder_inputs).argmax(-1)
-    acc = (pred == batch.targets).float().mean().item()
+    acc = fit_and_score(model, task, updates=150)
     assert acc > 0.5, acc  # chance over 10 tokens is 0.1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import fit_and_score
 
 from uwbench.config import build
 from uwbench.models.base import build_model
@@ -186,15 +187,5 @@ def test_every_writer_learns_a_tiny_copy_task(name):
     task = copy_task(6)
     model = build_model("dnc", 10, 10, {"writer": name, "memory_size": 2, "hidden_size": 32, "word_size": 16},
                         task=task)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(100):
-        batch = task.sample(32, gen)
-        loss = task.loss(model(batch.inputs, batch.decoder_inputs), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    batch = task.sample(256, torch.Generator().manual_seed(99))
-    with torch.no_grad():
-        acc = (model(batch.inputs, batch.decoder_inputs).argmax(-1) == batch.targets).float().mean().item()
+    acc = fit_and_score(model, task, updates=100)
     assert acc > 0.35, acc

@@ -96,6 +96,14 @@ class Strict(BaseModel):
         return data
 
 
+def _check_range(low, high, log: bool) -> None:
+    """The bounds of a float or int search range (Optuna's rules)."""
+    if not low < high:
+        raise ValueError(f"`low < high` must hold, got low={low}, high={high}")
+    if log and low <= 0:
+        raise ValueError(f"a log-scale range needs `low > 0`, got low={low}")
+
+
 class FloatParam(Strict):
     type: Literal["float"]
     low: float
@@ -105,10 +113,7 @@ class FloatParam(Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        if not self.low < self.high:
-            raise ValueError(f"`low < high` must hold, got low={self.low}, high={self.high}")
-        if self.log and self.low <= 0:
-            raise ValueError(f"a log-scale range needs `low > 0`, got low={self.low}")
+        _check_range(self.low, self.high, self.log)
         if self.log and self.step is not None:
             raise ValueError("`log` and `step` cannot both be set (Optuna's rule)")
         if self.step is not None and self.step <= 0:
@@ -125,10 +130,7 @@ class IntParam(Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        if not self.low < self.high:
-            raise ValueError(f"`low < high` must hold, got low={self.low}, high={self.high}")
-        if self.log and self.low <= 0:
-            raise ValueError(f"a log-scale range needs `low > 0`, got low={self.low}")
+        _check_range(self.low, self.high, self.log)
         if self.log and self.step != 1:
             raise ValueError("`log` needs `step: 1` (Optuna's rule)")
         if self.step < 1:
