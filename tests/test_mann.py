@@ -226,3 +226,54 @@ def test_schedule_follows_the_batch_length():
             before = spy.count("write")
             model(b.inputs, b.decoder_inputs)
             assert spy.count("write") - before == len(uniform_positions(t + 1, 3)) + t + 1
+
+
+@pytest.mark.parametrize("writer", ["regular", "uniform", "cached_uniform"])
+def test_encode_is_the_state_the_decoder_starts_from(writer):
+    """``encode`` (the contribution analyser's ``--target state``) returns h_Te of the same forward pass: the
+    controller state after the last encoder step, with the writer's memory writes and CUW's attention."""
+    torch.manual_seed(0)
+    task = copy_task(9)
+    model = dnc(task, writer=writer, cache_size=3)
+    batch = sample(task, b=3)
+    states = []
+    original = model.controller.step
+
+    def spy(g, state):
+        h, new_state = original(g, state)
+        states.append(h)
+        return h, new_state
+
+    model.controller.step = spy
+    with torch.no_grad():
+        model(batch.inputs, batch.decoder_inputs)
+        h_encoder = states[batch.inputs.shape[1] - 1]  # (B, H) after the last encoder step
+        states.clear()
+        h = model.encode(batch.inputs)
+    assert h.shape == (3, SMALL["hidden_size"]) and len(states) == batch.inputs.shape[1]
+    torch.testing.assert_close(h, h_encoder, rtol=0, atol=0)
+
+
+def test_contributions_to_a_mann_state_reach_every_input():
+    from uwbench import analysis as an
+
+    torch.manual_seed(0)
+    task = copy_task(6)
+    model = dnc(task, writer="uniform")
+    c = an.contributions(an.ModelProbe(model, "state"), sample(task, b=2).inputs)
+    assert c.shape == (7,) and bool((c > 0).all())  # the controller reads every step, held or not
+
+
+def test_lstm_baseline_encode_is_the_state_its_decoder_starts_from():
+    torch.manual_seed(0)
+    task = copy_task(5)
+    model = build_model("lstm", task.input_size, task.output_size, {"hidden_size": 8}, task=task)
+    batch = sample(task, b=3)
+    states = []
+    original = model.controller.step
+    model.controller.step = lambda g, state: states.append(original(g, state)) or states[-1]
+    with torch.no_grad():
+        model(batch.inputs, batch.decoder_inputs)
+        h_encoder = states[batch.inputs.shape[1] - 1][0]
+        h = model.encode(batch.inputs)
+    torch.testing.assert_close(h, h_encoder, rtol=0, atol=0)

@@ -57,6 +57,15 @@ class LSTMBaseline(Seq2SeqModel):
         self._compiled_step = compile_step(self.controller.step, **options)
         return self
 
+    def encode(self, inputs: torch.Tensor, lengths=None) -> torch.Tensor:
+        """inputs (B, Te, I) -> the final encoder state h_Te (B, H) that starts the decoder (the
+        contribution analyser's ``--target state``, paper §2.1.1)."""
+        ctrl = self.controller
+        state = ctrl.initial_state(inputs.shape[0], inputs.device, inputs.dtype)
+        with ctrl.sequence():
+            _, state = run_controller(ctrl, ctrl.project(inputs), state, lengths)
+        return state[0]
+
     def forward(self, inputs, decoder_inputs, lengths=None):
         b = inputs.shape[0]
         step = self._compiled_step if self._compiled_step is not None and torch.is_grad_enabled() else None

@@ -94,29 +94,43 @@ class MANN(Seq2SeqModel):
             raise ValueError(f"the writer's schedule must have one entry per encoder step ({te}), got {len(schedule)}")
         rec: Optional[_Recorder] = _Recorder() if self.tracing else None
         with self.controller.sequence():  # the controller's per-sequence constants, made once
-            out = self._run(inputs, decoder_inputs, schedule, rec)
+            step = self._pick_step(rec)
+            carried = self._encode(inputs, schedule, step, rec)
+            out = self._decode(decoder_inputs, carried, step, rec)
         if rec is not None:
             self.trace = rec.finish(te)
         return out
 
-    def _run(self, inputs, decoder_inputs, schedule, rec) -> torch.Tensor:
-        """The encoder and decoder loops (see ``forward``)."""
-        b, te, td = inputs.shape[0], inputs.shape[1], decoder_inputs.shape[1]
+    def encode(self, inputs: torch.Tensor) -> torch.Tensor:
+        """inputs (B, Te, I) -> the controller's final encoder state h_Te (B, H), after the writer's
+        schedule of memory writes: the state whose input contributions the paper's §2.1.1 measures
+        (``uwbench theory contributions --target state``)."""
+        schedule = self.writer.schedule(inputs.shape[1])
+        with self.controller.sequence():
+            cstate, _, _, _ = self._encode(inputs, schedule, self._step, None)
+        return cstate[0]
+
+    def _pick_step(self, rec):
+        """The compiled step where one exists and autograd records without tracing, else the eager one."""
+        if self._compiled_step is not None and rec is None and torch.is_grad_enabled():
+            return self._compiled_step
+        return self._step
+
+    def _encode(self, inputs, schedule, step, rec):
+        """The encoder loop (see ``forward``): returns the carried (controller state, memory state, r,
+        r's projection) after the last encoder step."""
+        b, te = inputs.shape[0], inputs.shape[1]
         device, dtype = inputs.device, inputs.dtype
         ctrl, mem = self.controller, self.memory
-        step = self._step
-        if self._compiled_step is not None and rec is None and torch.is_grad_enabled():
-            step = self._compiled_step
         cstate = ctrl.initial_state(b, device, dtype)
         mstate = mem.initial_state(b, device, dtype)
         r = mem.initial_read(b, device, dtype)  # (B, read_size)
         gr: Optional[torch.Tensor] = None  # r's projection into the controller, reused while r is held
         w_read = ctrl.weight_ih[self.input_size:]  # (read_size, G): r's rows of the input weights, sliced once
 
-        # The encoder's and the decoder's input projections in one matmul each; unbind (not gx[:, t]) so the
-        # backward stacks the step gradients once instead of filling a zero (B, T, G) tensor per step.
+        # The input projection of all steps in one matmul; unbind (not gx[:, t]) so the backward stacks the
+        # step gradients once instead of filling a zero (B, T, G) tensor per step.
         gx_enc = ctrl.project(inputs, 0, self.input_size).unbind(1)  # Te x (B, G)
-        gx_dec = ctrl.project(decoder_inputs, 0, self.input_size).unbind(1)  # Td x (B, G)
         cache: List[torch.Tensor] = []
         for t in range(te):
             write = bool(schedule[t])
@@ -133,7 +147,14 @@ class MANN(Seq2SeqModel):
             step_mstate = mstate if (write or rec is not None) else None
             cstate, mstate, r, gr = _carry(step(gx_enc[t], w_read, cstate, step_mstate, r, gr, write, write, rec),
                                            mstate, r, gr)
+        return cstate, mstate, r, gr
 
+    def _decode(self, decoder_inputs, carried, step, rec) -> torch.Tensor:
+        """The decoder loop from the encoder's carried state: outputs (B, Td, O)."""
+        cstate, mstate, r, gr = carried
+        td = decoder_inputs.shape[1]
+        w_read = self.controller.weight_ih[self.input_size:]  # (read_size, G)
+        gx_dec = self.controller.project(decoder_inputs, 0, self.input_size).unbind(1)  # Td x (B, G)
         hs, rs = [], []
         for t in range(td):
             cstate, mstate, r, gr = _carry(step(gx_dec[t], w_read, cstate, mstate, r, gr,
