@@ -1,6 +1,6 @@
 """``uwbench theory``: the paper's theory as tools (Theorems 1-3 and the appendix; docs/theory.md).
 
-    uwbench theory bound --seq-len 50 --memory-size 4 --lam 0.9 [--cache-size 5]
+    uwbench theory bound --seq-len 50 --memory-size 4 --lam 0.9 [--cache-size L]
         Theorem 2's bound I_lambda for each writer's schedule, the optimum g_lambda (Theorem 3) and the
         best integer split.
     uwbench theory plot [--out DIR]
@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-size", type=int, default=None,
                    help="D for a registered model's config and for the predicted bounds (default: the model's, else 4)")
     p.add_argument("--writer", default=None, help="writer for a registered memory model (regular, uniform, ...)")
-    p.add_argument("--cache-size", type=int, default=None, help="L for the cached_uniform writer and its bound")
+    p.add_argument("--cache-size", type=int, default=None,
+                   help="L for the cached_uniform writer and its bound (default: the model's, else MANNConfig's)")
     p.add_argument("--radius", type=float, default=0.9, help="linear-rnn: spectral radius of U; default 0.9")
     p.add_argument("--checkpoint", default=None, help="a torch.save'd state dict of the model to analyse")
     p.add_argument("--batch-size", type=int, default=8, help="sequences averaged over; default 8")
@@ -68,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_schedule_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache-size", type=int, default=None, help="L: add the cached_uniform writer's row")
+    p.add_argument("--cache-size", type=int, default=None,
+                   help="L of the cached_uniform writer's row (default: MANNConfig's cache_size, 5)")
     p.add_argument("--rule", default="code", choices=("code", "paper"),
                    help="UW schedule: the authors' code (default) or the paper's Eq. 7")
     p.add_argument("--write-prob", type=float, default=None, help="random writer's p; default (D+1)/T")
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_bound(args) -> int:
     from uwbench.theory import schedule_table
 
-    table = schedule_table(args.seq_len, args.memory_size, args.lam, args.cache_size,
+    table = schedule_table(args.seq_len, args.memory_size, args.lam, _cache_size(args),
                            rule=args.rule, C=args.C, write_prob=args.write_prob)
     print(format_schedule_table(table))
     return 0
@@ -251,7 +253,7 @@ def _run_contributions(args) -> int:
         print(f"Theorem 1 lambda: undefined ({exc})")
 
     print()
-    table = schedule_table(args.seq_len, _memory_size(args, probe), fit.lam, args.cache_size, rule=args.rule)
+    table = schedule_table(args.seq_len, _memory_size(args, probe), fit.lam, _cache_size(args, probe), rule=args.rule)
     print(format_schedule_table(table))
 
     title = f"Contributions to h_T: {name} ({state}), {args.task}, T = {args.seq_len}"
@@ -267,6 +269,19 @@ def _memory_size(args, probe) -> int:
         return args.memory_size
     cfg = getattr(getattr(probe, "model", None), "cfg", None)
     return getattr(cfg, "memory_size", None) or FALLBACK_MEMORY_SIZE
+
+
+def _cache_size(args, probe=None) -> int:
+    """L for the cached_uniform row: --cache-size, else the analysed model's, else MANNConfig's default
+    (its one home), so every writer of issue 4 gets a row."""
+    if args.cache_size is not None:
+        return args.cache_size
+    cfg = getattr(getattr(probe, "model", None), "cfg", None)
+    if getattr(cfg, "cache_size", None):
+        return cfg.cache_size
+    from uwbench.models.memory_base import MANNConfig
+
+    return MANNConfig.cache_size
 
 
 def _slug(text: str) -> str:
