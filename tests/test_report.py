@@ -89,6 +89,24 @@ def test_verdicts():
     assert tables.verdict(None, None, None, "accuracy", 5.0) == ""
 
 
+def test_the_runs_of_two_sweep_backends_are_never_pooled():
+    def final(backend, seed, status="finished"):
+        return {"cell": "c", "role": "final", "status": status, "seed": seed, "backend": backend}
+
+    rows = [final("optuna", 0), final("optuna", 1), final("ray", 0), final("ray", 1, "failed"),
+            {"cell": "c", "role": "trial", "status": "finished", "seed": 0, "backend": "ray"}]
+    kept, note = study.one_backend(rows)  # optuna has more finished final runs
+    assert [r["backend"] for r in kept] == ["optuna", "optuna"] and "--backend ray" in note
+    kept, note = study.one_backend(rows, "ray")
+    assert {r["backend"] for r in kept} == {"ray"} and len(kept) == 3 and "optuna" in note
+    with pytest.raises(ValueError, match="no runs of backend 'ray'.*backends with runs: optuna"):
+        study.one_backend(rows[:2], "ray")
+    tie = [final("ray", 0), final("optuna", 0)]
+    assert study.one_backend(tie)[0] == [tie[1]]  # a tie goes to the first by name
+    single = rows[:2] + [{"cell": "c", "role": "final", "status": "finished", "seed": 2, "backend": None}]
+    assert study.one_backend(single) == (single, "")  # one backend (and rows of none): kept as they are
+
+
 def test_text_writers_escape():
     t = tables.Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
                      groups=[("", 1), ("g", 1)])

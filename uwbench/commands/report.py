@@ -17,6 +17,9 @@ def add_arguments(p) -> None:
     p.add_argument("--studies-dir", default="studies", help="where study files are (default studies/)")
     p.add_argument("--profile", help="report the runs of this profile (default: the study's default profile if it "
                                      "has runs at the current spec hash, else the first profile that has)")
+    p.add_argument("--backend", choices=("optuna", "ray"),
+                   help="for a study swept by both backends: whose runs to report (default: the one with more "
+                        "finished final runs; the two are never pooled)")
     p.add_argument("--no-traces", action="store_true", help="skip the memory traces (no checkpoint is loaded)")
 
 
@@ -55,7 +58,7 @@ def run(args) -> int:
                 continue
         rep = report_study(path, tracking_uri=args.tracking_uri, out=args.out, source=args.source,
                            traces=not args.no_traces, studies_dir=args.studies_dir, index=False,
-                           profile=args.profile)
+                           profile=args.profile, backend=args.backend)
         _print(rep, args.out)
         done += 1
     index = render.write_index(args.out, args.studies_dir)

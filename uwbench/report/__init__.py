@@ -15,14 +15,16 @@ SOURCES = ("auto", "mlflow", "csv")
 
 def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
                  traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
-                 profile: Optional[str] = None, log: Callable[[str], None] = print):
+                 profile: Optional[str] = None, backend: Optional[str] = None,
+                 log: Callable[[str], None] = print):
     """Build ``<out>/<id>/`` for the study file ``path``; returns the ``render.Report``.
 
     ``source``: ``mlflow`` (the experiment named by the study id must exist), ``csv`` (the committed
     ``<out>/<id>/runs.csv``), ``auto`` (MLflow when it has the experiment, else the CSV, else an empty
     report with every cell not run). ``traces``: record memory traces from checkpoints (MLflow only).
     ``profile``: whose runs to report (default: the study's default profile if it has runs, then the
-    others; see ``study.select_run_set``).
+    others; see ``study.select_run_set``). ``backend``: whose sweep (optuna | ray) to report when the
+    study was swept by both (default: the one with more finished final runs; see ``study.one_backend``).
     """
     from uwbench import spec as spec_mod
     from uwbench.report import render, runs as runs_mod, study as study_mod
@@ -40,7 +42,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
             notes = []
 
             def select(rows):
-                kept, note = study_mod.select_run_set(rows, spec, profile, path)
+                kept, note = study_mod.select_run_set(rows, spec, profile, path, backend)
                 notes.append(note)
                 return kept
 

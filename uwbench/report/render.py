@@ -182,7 +182,13 @@ def _run_facts(runs: pd.DataFrame) -> Dict[str, str]:
         "spec_hash": values("spec_hash"),
         "device": values("device"),
         "profile": values("profile") if "profile" in runs.columns else "—",
+        "backend": values("backend") if "backend" in runs.columns else "—",
     }
+
+
+def _backend_flag(backends: str) -> str:
+    """The sweep command's --backend: nothing for Optuna (the default) or unknown."""
+    return f" --backend {backends}" if backends not in ("—", "", "optuna") and "," not in backends else ""
 
 
 def _profile_flag(profiles: str) -> str:
@@ -226,7 +232,7 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               f"within 2 std of ours = matches, within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off).", ""]
     lines += ["## How it was made", "", "```bash",
-              f"uwbench sweep {path}" + _profile_flag(facts["profile"]),
+              f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]),
               f"uwbench report {path}",
               f"uwbench report --from-csv reports/{study.id}/runs.csv   # rebuild without MLflow",
               "```", "",

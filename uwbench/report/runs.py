@@ -30,7 +30,7 @@ import pandas as pd
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
 AXIS_COLUMNS = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size",
                 "compression_ratio", "lr", "clip")
-META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile")
+META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend")
 METRIC_COLUMNS = ("test_accuracy", "test_mse", "best_eval_accuracy", "best_eval_mse",
                   "mean_seconds_per_100", "train_seconds", "eval_seconds")
 COLUMNS = ID_COLUMNS + AXIS_COLUMNS + META_COLUMNS + METRIC_COLUMNS

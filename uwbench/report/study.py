@@ -162,14 +162,49 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
     )
 
 
-def select_run_set(rows: List[Dict], spec, profile: Optional[str] = None, path: str = "") -> Tuple[List[Dict], str]:
+def select_run_set(rows: List[Dict], spec, profile: Optional[str] = None, path: str = "",
+                   backend: Optional[str] = None) -> Tuple[List[Dict], str]:
     """The runs one report is made of: one profile at its current spec hash (cell ids do not depend on
-    the profile, so the smoke runs of a test and the cpu runs of the demo must not be averaged together).
+    the profile, so the smoke runs of a test and the cpu runs of the demo must not be averaged together),
+    from one sweep backend (``one_backend``).
 
     ``profile`` given: that profile's runs, at the current spec hash when there are any (else at every
     hash, with a note). Otherwise the study's default profile, then ``paper``, then the other profiles
     (sorted), the first that has runs at its current spec hash; else every run (with a note).
     Returns (rows, note); the note is '' when the selection is clean."""
+    picked, note = _select_profile(rows, spec, profile, path)
+    picked, backend_note = one_backend(picked, backend)
+    return picked, "; ".join(filter(None, (note, backend_note)))
+
+
+def one_backend(rows: List[Dict], backend: Optional[str] = None) -> Tuple[List[Dict], str]:
+    """The runs of one sweep backend. The Optuna and the Ray sweep of one study each record their own
+    trials and final seeds (their own parent runs), so pooling them would count each seed twice.
+
+    ``backend`` given: its runs (an error names the backends there are when it has none). Otherwise the
+    backend with the most finished final runs (ties: the first by name), with a note naming the others.
+    Rows without a backend (runs not made by a sweep) are kept as they are."""
+    names = sorted({r.get("backend") for r in rows if r.get("backend")})
+    if not rows:
+        return rows, ""
+    if backend is not None:
+        if backend not in names:
+            raise ValueError(f"no runs of backend {backend!r} in this run set; backends with runs: "
+                             f"{', '.join(names) or 'none'} (drop --backend, or sweep with --backend {backend})")
+    elif len(names) <= 1:
+        return rows, ""
+    else:
+        finished = {n: sum(1 for r in rows if r.get("backend") == n and r.get("role") == "final"
+                           and r.get("status") == "finished") for n in names}
+        backend = max(names, key=lambda n: (finished[n], -names.index(n)))
+    kept = [r for r in rows if r.get("backend") in (backend, None, "")]
+    others = [n for n in names if n != backend]
+    note = (f"runs of the {', '.join(others)} sweep(s) left out (not pooled with {backend}'s: each sweep has its "
+            f"own seeds); `uwbench report --backend {others[0]}` reports them instead") if others else ""
+    return kept, note
+
+
+def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str) -> Tuple[List[Dict], str]:
     from uwbench import spec as spec_mod
 
     names = [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
