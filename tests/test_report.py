@@ -436,3 +436,48 @@ def test_trace_targets_prefer_writer_comparisons():
     # the two DNC groups comparing three writers (max before add), never the LSTM
     assert sorted(picked) == sorted(f"dnc_{w}-{t}" for t in ("add", "max") for w in ("regular", "uniform",
                                                                                    "cached_uniform"))
+
+
+def test_a_regression_trace_keeps_the_sequence_and_the_report_draws_it(tmp_path):
+    """Sinusoid cells: the traced test sequence (input, truth, generated) and the write gate of every
+    step become the appendix's generated-against-true figure, also after a rebuild from traces.csv."""
+    torch = pytest.importorskip("torch")
+    from uwbench.report import traces
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import build_components
+
+    config = {"task": {"name": "sinusoid", "seq_len": 12, "out_len": 6, "test_size": 4},
+              "model": {"name": "dnc", "writer": "uniform", "hidden_size": 8, "memory_size": 3, "word_size": 4}}
+    resolved = resolve_run(config)
+    task, model = build_components(resolved, torch.device("cpu"))
+    torch.save(model.state_dict(), tmp_path / "best.pt")
+    arrays, why = traces.trace_checkpoint(resolved.as_dict(), str(tmp_path / "best.pt"))
+    assert why == ""
+    assert arrays["series_input"].shape == (12, 1) and arrays["series_target"].shape == (6, 1)
+    assert arrays["write_gate"].shape == (18, 1)  # encoder and decoder steps
+    batch = task.test_batches()[0]
+    with torch.no_grad():
+        expected = model.eval()(batch.inputs[:1], batch.decoder_inputs[:1])
+    assert arrays["series_output"][:, 0] == pytest.approx(expected[0, :, 0].numpy(), abs=1e-6)
+    assert arrays["series_target"][:, 0] == pytest.approx(batch.targets[0, :, 0].numpy())
+
+    rows = [{"study": "reg", "cell": c, "role": "final", "status": "finished", "seed": 0, "run_id": c,
+             "task": "sinusoid", "model": "dnc", "controller": "ln_lstm", "writer": w, "seq_len": 12,
+             "memory_size": 3, "test_mse": 1.0, "best_eval_mse": 1.0, "mean_seconds_per_100": 1.0}
+            for c, w in (("dnc_uw-sin", "uniform"), ("dnc-sin", "regular"))]
+    snap = runs.Snapshot(runs.runs_text(rows), "",
+                         runs.traces_text({c: {"run_id": c, "arrays": arrays} for c in ("dnc-sin", "dnc_uw-sin")}))
+    view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [{"id": "dnc-sin"}, {"id": "dnc_uw-sin"}]})
+    rep = render.build_report(view, snap, str(tmp_path / "reg"), keep_figures=True)
+    (name,) = [n for n in rep.figures if n.startswith("sequences_")]
+    fig = rep.figures[name]
+    assert fig.get_suptitle().startswith("Generated against true continuation: Sinusoid, T=12, D=3")
+    curves = [a for a in fig.axes if a.get_ylabel() == "y"]
+    assert [a.get_title() for a in curves] == ["DNC", "DNC+UW"]  # regular writing first
+    assert all(len(a.get_lines()) == 4 for a in curves)  # input, truth, generated, the encoder/decoder line
+    gates = [a for a in fig.axes if a.get_ylabel() == "write gate"]
+    assert len(gates) == 2 and all(len(a.patches) == 18 for a in gates)
+    assert os.path.exists(os.path.join(rep.folder, name + ".png"))
+    again = runs.Snapshot.from_dir(rep.folder)  # the sequence survives traces.csv
+    got = again.traces()["dnc-sin"]["arrays"]["series_output"]
+    assert got == pytest.approx(arrays["series_output"], rel=1e-4, abs=1e-6)  # traces.csv keeps 6 decimals

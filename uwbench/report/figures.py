@@ -314,6 +314,60 @@ def memory_heatmaps(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapp
     return fig
 
 
+SERIES = ("series_input", "series_target", "series_output")  # trace arrays of a regression test sequence
+
+
+def series_arrays(inputs, targets, outputs, sample: int = 0) -> Dict[str, np.ndarray]:
+    """One test sequence of a regression task as trace arrays (n, 1): the encoder's inputs, the true
+    continuation and the model's; {} unless the task has one real value per step (the sinusoid tasks)."""
+
+    def np_(x):
+        return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+    x, y, o = np_(inputs)[sample], np_(targets)[sample], np_(outputs)[sample]  # (T, 1), (T_out, 1), (T_out, 1)
+    if x.reshape(len(x), -1).shape[1] != 1 or y.reshape(len(y), -1).shape[1] != 1 or o.size != y.size:
+        return {}
+    return {"series_input": x.reshape(-1, 1), "series_target": y.reshape(-1, 1), "series_output": o.reshape(-1, 1)}
+
+
+def generated_sequences(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapping[str, str], title: str):
+    """The appendix's sinusoid figures: per traced cell (rows: DNC, DNC+UW, DNC+CUW, ...) the input and
+    the true continuation (red) with the generated one (blue), and the write gate of every step underneath
+    (``uwbench.tasks.sinusoid.draw_sinusoid``; written steps green, held steps grey). None when no cell
+    has a recorded sequence."""
+    cells = [c for c in traces if all(k in traces[c] for k in SERIES)]
+    if not cells:
+        return None
+    from uwbench.tasks.sinusoid import draw_sinusoid
+
+    fig = _figure(8.0, 3.4 * len(cells))
+    grid = fig.subplots(2 * len(cells), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": [3, 1] * len(cells)})[:, 0]
+    for i, cell in enumerate(cells):
+        arr = traces[cell]
+        ax, ax_gate = grid[2 * i], grid[2 * i + 1]
+        gate = arr.get("write_gate")
+        steps = len(arr["series_input"]) + len(arr["series_target"])
+        if gate is None or len(gate) != steps:  # no gate for every step: no lower panel
+            gate = None
+            ax_gate.set_visible(False)
+        mask = arr.get("write_mask")
+        mask = mask[:, 0] > 0.5 if mask is not None and len(mask) == steps else None
+        draw_sinusoid(ax, ax_gate if gate is not None else None, arr["series_input"], arr["series_target"],
+                      arr["series_output"], gate, labels.get(cell, cell), written=mask)
+        if gate is not None:
+            ax.set_xlabel("")
+    fig.suptitle(title)
+    return fig
+
+
+def sequence_title(summary_row) -> str:
+    r = summary_row
+    parts = [task_label(r["task"])] + ([f"T={int(r['seq_len'])}"] if _isnum(r["seq_len"]) else [])
+    parts += [f"D={int(r['memory_size'])}"] if _isnum(r["memory_size"]) else []
+    return "Generated against true continuation: " + ", ".join(parts) + " (one test sequence)"
+
+
 # --------------------------------------------------------------------------------------------------
 # Theory bound over measured accuracy
 # --------------------------------------------------------------------------------------------------

@@ -151,6 +151,12 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
                 name = "memory_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
                 made[name] = (fig, f"{figures.trace_title(by_cell[cells[0]])}: write weights while encoding, read "
                                    "weights while decoding (rows are steps, columns memory slots), write gate.")
+            fig = figures.generated_sequences({c: traces[c]["arrays"] for c in cells}, labels,
+                                              figures.sequence_title(by_cell[cells[0]]))
+            if fig is not None:
+                name = "sequences_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
+                made[name] = (fig, f"{figures.sequence_title(by_cell[cells[0]])}: input and true continuation "
+                                   "(red), generated continuation (blue), write gate of every step underneath.")
     return made
 
 

@@ -2,7 +2,8 @@
 
 For each traced cell: the first finished final run (lowest seed) is rebuilt from its recorded
 ``config.json``, its best checkpoint (``checkpoint/best.pt``) is loaded, and one sequence of the task's
-fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). A model without a
+fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). On a regression task
+(the sinusoid tasks) the sequence's input, true and generated continuation are kept as well. A model without a
 trace (the LSTM baseline), a run without artifacts, or any failure skips the cell with a reason; it
 never fails the report. Inference only, on the CPU: the trace is deterministic.
 """
@@ -63,7 +64,7 @@ def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], s
 def trace_checkpoint(config: Mapping, checkpoint_path: str) -> Tuple[Optional[Dict], str]:
     import torch
 
-    from uwbench.report.figures import trace_arrays
+    from uwbench.report.figures import series_arrays, trace_arrays
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import build_components, load_checkpoint
 
@@ -77,14 +78,17 @@ def trace_checkpoint(config: Mapping, checkpoint_path: str) -> Tuple[Optional[Di
     model.tracing = True
     try:
         with torch.no_grad():
-            model(batch.inputs[:TRACE_SAMPLES], batch.decoder_inputs[:TRACE_SAMPLES],
-                  None if batch.lengths is None else batch.lengths[:TRACE_SAMPLES])
+            out = model(batch.inputs[:TRACE_SAMPLES], batch.decoder_inputs[:TRACE_SAMPLES],
+                        None if batch.lengths is None else batch.lengths[:TRACE_SAMPLES])
     finally:
         model.tracing = False
     trace = getattr(model, "trace", None) or {}
     if "write_weights" not in trace and "read_weights" not in trace:
         return None, f"model {resolved.model_name!r} records no memory weights"
-    return trace_arrays(trace), ""
+    arrays = trace_arrays(trace)
+    if task.metric == "mse":  # a regression task: keep the sequence too (the appendix's sinusoid figures)
+        arrays.update(series_arrays(batch.inputs, batch.targets, out))
+    return arrays, ""
 
 
 def collect(runs: pd.DataFrame, cell_order: List[str], uri: Optional[str] = None, log=print) -> Dict[str, Dict]:

@@ -132,8 +132,25 @@ def plot_sinusoid(inputs, targets, outputs, write_gates=None, title: Optional[st
     ``inputs`` (T,), ``targets`` (T_out,), ``outputs`` (T_out,): one sequence, arrays or tensors.
     ``write_gates`` (T + T_out,) or None (no lower panel, e.g. for the LSTM). Returns the Figure.
     """
-    import numpy as np
     from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
+
+    fig = Figure(figsize=(6, 3.6 if write_gates is not None else 2.6))
+    if write_gates is not None:
+        ax, ax_gate = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    else:
+        ax, ax_gate = fig.subplots(1, 1), None
+    draw_sinusoid(ax, ax_gate, inputs, targets, outputs, write_gates, title)
+    fig.tight_layout()
+    return fig
+
+
+def draw_sinusoid(ax, ax_gate, inputs, targets, outputs, write_gates=None, title: Optional[str] = None,
+                  written=None) -> None:
+    """Draw one sequence into ``ax`` (input, true and generated continuation) and its write gate per
+    step into ``ax_gate`` (skipped when either is None). Shapes as ``plot_sinusoid``; ``written``
+    (T + T_out,) bool, optional: the steps the memory was written (UW / CUW / RW hold the others),
+    drawn green, held steps grey."""
+    import numpy as np
 
     def flat(a):
         a = a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a)
@@ -143,16 +160,11 @@ def plot_sinusoid(inputs, targets, outputs, write_gates=None, title: Optional[st
     t_in, t_out = len(x_in), len(y_true)
     if len(y_pred) != t_out:
         raise ValueError(f"`len(outputs) == len(targets)` must hold, got {len(y_pred)} and {t_out}")
+    gates = flat(write_gates) if write_gates is not None else None
+    if gates is not None and len(gates) != t_in + t_out:
+        raise ValueError(f"`len(write_gates) == T + T_out` must hold, got {len(gates)} and {t_in + t_out}")
     steps_in = np.arange(1, t_in + 1)
     steps_out = np.arange(t_in + 1, t_in + t_out + 1)
-    fig = Figure(figsize=(6, 3.6 if write_gates is not None else 2.6))
-    if write_gates is not None:
-        gates = flat(write_gates)
-        if len(gates) != t_in + t_out:
-            raise ValueError(f"`len(write_gates) == T + T_out` must hold, got {len(gates)} and {t_in + t_out}")
-        ax, ax_gate = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    else:
-        ax, ax_gate = fig.subplots(1, 1), None
     ax.plot(steps_in, x_in, color="tab:red", lw=1.2, label="input / truth")
     ax.plot(steps_out, y_true, color="tab:red", lw=1.2)
     ax.plot(steps_out, y_pred, color="tab:blue", lw=1.2, label="generated")
@@ -161,13 +173,20 @@ def plot_sinusoid(inputs, targets, outputs, write_gates=None, title: Optional[st
     ax.legend(loc="upper left", fontsize=7, frameon=False)
     if title:
         ax.set_title(title, fontsize=9)
-    if ax_gate is not None:
-        ax_gate.bar(np.arange(1, t_in + t_out + 1), gates, width=1.0, color="tab:green")
+    if ax_gate is not None and gates is not None:
+        steps = np.arange(1, t_in + t_out + 1)
+        if written is None:
+            ax_gate.bar(steps, gates, width=1.0, color="tab:green")
+        else:
+            mask = flat(written).astype(bool)
+            if len(mask) != len(gates):
+                raise ValueError(f"`len(written) == T + T_out` must hold, got {len(mask)} and {len(gates)}")
+            ax_gate.bar(steps[mask], gates[mask], width=1.0, color="tab:green", label="written")
+            ax_gate.bar(steps[~mask], gates[~mask], width=1.0, color="lightgrey", label="held")
+            ax_gate.legend(loc="upper left", fontsize=6, frameon=False, ncol=2)
         ax_gate.axvline(t_in + 0.5, color="grey", lw=0.8, ls="--")
         ax_gate.set_ylim(0, max(1.0, float(np.nanmax(gates)) if len(gates) else 1.0))
         ax_gate.set_ylabel("write gate", fontsize=8)
         ax_gate.set_xlabel("time step")
     else:
         ax.set_xlabel("time step")
-    fig.tight_layout()
-    return fig
