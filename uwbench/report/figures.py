@@ -362,10 +362,7 @@ def generated_sequences(traces: Mapping[str, Mapping[str, np.ndarray]], labels: 
 
 
 def sequence_title(summary_row) -> str:
-    r = summary_row
-    parts = [task_label(r["task"])] + ([f"T={int(r['seq_len'])}"] if _isnum(r["seq_len"]) else [])
-    parts += [f"D={int(r['memory_size'])}"] if _isnum(r["memory_size"]) else []
-    return "Generated against true continuation: " + ", ".join(parts) + " (one test sequence)"
+    return "Generated against true continuation: " + _traced_cell(summary_row)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -412,10 +409,14 @@ def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
 
 
 def trace_title(summary_row) -> str:
-    r = summary_row
-    parts = [f"{task_label(r['task'])}"]
+    return "Memory operations: " + _traced_cell(summary_row)
+
+
+def _traced_cell(r) -> str:
+    """'Copy, T=50, D=4 (one test sequence)': what a trace figure's title says of its cell group."""
+    parts = [task_label(r["task"])]
     if _isnum(r["seq_len"]):
         parts.append(f"T={int(r['seq_len'])}")
     if _isnum(r["memory_size"]):
         parts.append(f"D={int(r['memory_size'])}")
-    return "Memory operations: " + ", ".join(parts) + " (one test sequence)"
+    return ", ".join(parts) + " (one test sequence)"

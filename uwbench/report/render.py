@@ -142,21 +142,22 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
             key = (r["task"], f"T{tables._itext(r['seq_len'])}", f"D{tables._itext(r['memory_size'])}", r["model"],
                    r["controller"])
             groups.setdefault(key, []).append(cell)
+        kinds = (("memory", figures.memory_heatmaps, figures.trace_title,
+                  "write weights while encoding, read weights while decoding (rows are steps, columns memory "
+                  "slots), write gate."),
+                 ("sequences", figures.generated_sequences, figures.sequence_title,
+                  "input and true continuation (red), generated continuation (blue), write gate of every step "
+                  "underneath."))
         for key, cells in groups.items():
             cells.sort(key=lambda c: tables._writer_rank(by_cell[c]["writer"]))
             labels = {c: tables.model_label(by_cell[c]) for c in cells}
-            fig = figures.memory_heatmaps({c: traces[c]["arrays"] for c in cells}, labels,
-                                          figures.trace_title(by_cell[cells[0]]))
-            if fig is not None:
-                name = "memory_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
-                made[name] = (fig, f"{figures.trace_title(by_cell[cells[0]])}: write weights while encoding, read "
-                                   "weights while decoding (rows are steps, columns memory slots), write gate.")
-            fig = figures.generated_sequences({c: traces[c]["arrays"] for c in cells}, labels,
-                                              figures.sequence_title(by_cell[cells[0]]))
-            if fig is not None:
-                name = "sequences_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
-                made[name] = (fig, f"{figures.sequence_title(by_cell[cells[0]])}: input and true continuation "
-                                   "(red), generated continuation (blue), write gate of every step underneath.")
+            arrays = {c: traces[c]["arrays"] for c in cells}
+            for prefix, draw, title_of, caption in kinds:
+                title = title_of(by_cell[cells[0]])
+                fig = draw(arrays, labels, title)
+                if fig is not None:
+                    name = prefix + "_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
+                    made[name] = (fig, f"{title}: {caption}")
     return made
 
 
