@@ -8,6 +8,8 @@ import pytest
 import torch
 from conftest import fit_and_score
 
+WRITERS = ("regular", "uniform", "cached_uniform", "random")  # every writer the NTM takes (issue 3)
+
 from uwbench.models import ntm
 from uwbench.models.memory_base import MANNConfig
 from uwbench.models.ntm import NTMMemory
@@ -237,11 +239,11 @@ def test_params_reconciliation_matches_paper(capsys):
     assert "99,112  matches" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("writer", ["regular", "uniform"])
+@pytest.mark.parametrize("writer", WRITERS)
 def test_every_parameter_gets_a_gradient(writer):
     torch.manual_seed(0)
-    task = _copy_task(seq_len=6)
-    model = _model(task, hidden_size=16, memory_size=3, word_size=8, writer=writer)
+    task = _copy_task(seq_len=10)  # D=2: UW writes every 3rd step, CUW attends over caches of 3 states
+    model = _model(task, hidden_size=16, memory_size=2, word_size=8, writer=writer)
     batch = task.sample(4, torch.Generator().manual_seed(0))
     task.loss(model(batch.inputs, batch.decoder_inputs), batch).backward()
     for name, p in model.named_parameters():
@@ -249,7 +251,7 @@ def test_every_parameter_gets_a_gradient(writer):
         assert p.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("writer", ["regular", "uniform"])
+@pytest.mark.parametrize("writer", WRITERS)
 def test_trains_on_tiny_copy_above_chance(writer):
     torch.manual_seed(0)
     task = _copy_task(seq_len=3)
