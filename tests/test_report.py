@@ -103,7 +103,8 @@ def test_the_runs_of_two_sweep_backends_are_never_pooled():
         study.one_backend(rows[:2], "ray")
     tie = [final("ray", 0), final("optuna", 0)]
     assert study.one_backend(tie)[0] == [tie[1]]  # a tie goes to the first by name
-    single = rows[:2] + [{"cell": "c", "role": "final", "status": "finished", "seed": 2, "backend": None}]
+    single = rows[:2] + [{"cell": "c", "role": "final", "status": "finished", "seed": 2, "backend": None},
+                         {"cell": "c", "role": "final", "status": "finished", "seed": 3, "backend": float("nan")}]
     assert study.one_backend(single) == (single, "")  # one backend (and rows of none): kept as they are
 
 

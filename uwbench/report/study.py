@@ -184,9 +184,9 @@ def one_backend(rows: List[Dict], backend: Optional[str] = None) -> Tuple[List[D
     ``backend`` given: its runs (an error names the backends there are when it has none). Otherwise the
     backend with the most finished final runs (ties: the first by name), with a note naming the others.
     Rows without a backend (runs not made by a sweep) are kept as they are."""
-    names = sorted({r.get("backend") for r in rows if r.get("backend")})
     if not rows:
         return rows, ""
+    names = sorted({_backend(r) for r in rows} - {None})
     if backend is not None:
         if backend not in names:
             raise ValueError(f"no runs of backend {backend!r} in this run set; backends with runs: "
@@ -194,14 +194,19 @@ def one_backend(rows: List[Dict], backend: Optional[str] = None) -> Tuple[List[D
     elif len(names) <= 1:
         return rows, ""
     else:
-        finished = {n: sum(1 for r in rows if r.get("backend") == n and r.get("role") == "final"
+        finished = {n: sum(1 for r in rows if _backend(r) == n and r.get("role") == "final"
                            and r.get("status") == "finished") for n in names}
         backend = max(names, key=lambda n: (finished[n], -names.index(n)))
-    kept = [r for r in rows if r.get("backend") in (backend, None, "")]
+    kept = [r for r in rows if _backend(r) in (backend, None)]
     others = [n for n in names if n != backend]
     note = (f"runs of the {', '.join(others)} sweep(s) left out (not pooled with {backend}'s: each sweep has its "
             f"own seeds); `uwbench report --backend {others[0]}` reports them instead") if others else ""
     return kept, note
+
+
+def _backend(row: Dict) -> Optional[str]:
+    b = row.get("backend")
+    return b if isinstance(b, str) and b else None  # missing, '' or NaN: not made by a sweep
 
 
 def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str) -> Tuple[List[Dict], str]:
