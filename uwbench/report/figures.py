@@ -225,35 +225,37 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
 # --------------------------------------------------------------------------------------------------
 
 
+def _numpy(x) -> np.ndarray:
+    """A tensor (any device, with or without grad) or array-like as a numpy array."""
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
 def trace_arrays(trace: Mapping, sample: int = 0) -> Dict[str, np.ndarray]:
     """A model's ``trace`` dict (uwbench.models.mann: tensors with a batch axis) -> 2-D numpy arrays of
     one sample: write_weights (S, N), read_weights (S, N; summed over read heads), write_gate (S, 1),
     write_mask (S, 1), encoder_steps (1, 1), cache_attention (write step, cached state) when present."""
 
-    def np_(x):
-        return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
     out: Dict[str, np.ndarray] = {}
     if "write_weights" in trace:
-        w = np_(trace["write_weights"])[sample]  # (S, N) or (S, heads, N)
+        w = _numpy(trace["write_weights"])[sample]  # (S, N) or (S, heads, N)
         out["write_weights"] = w.reshape(w.shape[0], -1, w.shape[-1]).sum(axis=1)
     if "read_weights" in trace:
-        r = np_(trace["read_weights"])[sample]  # (S, N) or (S, R, N)
+        r = _numpy(trace["read_weights"])[sample]  # (S, N) or (S, R, N)
         out["read_weights"] = r.reshape(r.shape[0], -1, r.shape[-1]).sum(axis=1)
     if "write_gate" in trace:
-        g = np_(trace["write_gate"])[sample]
+        g = _numpy(trace["write_gate"])[sample]
         out["write_gate"] = g.reshape(g.shape[0], -1)[:, :1]
     if "write_mask" in trace:
-        out["write_mask"] = np_(trace["write_mask"]).astype(float).reshape(-1, 1)
+        out["write_mask"] = _numpy(trace["write_mask"]).astype(float).reshape(-1, 1)
     if "encoder_steps" in trace:
         out["encoder_steps"] = np.array([[float(trace["encoder_steps"])]])
     att = trace.get("cache_attention") or {}
     if att:
         steps = sorted(att)
-        width = max(np_(att[s]).shape[-1] for s in steps)
+        width = max(_numpy(att[s]).shape[-1] for s in steps)
         a = np.full((len(steps), width), np.nan)
         for i, s in enumerate(steps):
-            v = np_(att[s])[sample]
+            v = _numpy(att[s])[sample]
             a[i, : v.shape[-1]] = v
         out["cache_attention"] = a
     return out
@@ -321,10 +323,7 @@ def series_arrays(inputs, targets, outputs, sample: int = 0) -> Dict[str, np.nda
     """One test sequence of a regression task as trace arrays (n, 1): the encoder's inputs, the true
     continuation and the model's; {} unless the task has one real value per step (the sinusoid tasks)."""
 
-    def np_(x):
-        return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
-    x, y, o = np_(inputs)[sample], np_(targets)[sample], np_(outputs)[sample]  # (T, 1), (T_out, 1), (T_out, 1)
+    x, y, o = _numpy(inputs)[sample], _numpy(targets)[sample], _numpy(outputs)[sample]  # (T, 1), (T_out, 1), (T_out, 1)
     if x.reshape(len(x), -1).shape[1] != 1 or y.reshape(len(y), -1).shape[1] != 1 or o.size != y.size:
         return {}
     return {"series_input": x.reshape(-1, 1), "series_target": y.reshape(-1, 1), "series_output": o.reshape(-1, 1)}

@@ -2,10 +2,10 @@
 
 For each traced cell: the first finished final run (lowest seed) is rebuilt from its recorded
 ``config.json``, its best checkpoint (``checkpoint/best.pt``) is loaded, and one sequence of the task's
-fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). On a regression task
-(the sinusoid tasks) the sequence's input, true and generated continuation are kept as well. A model without a
-trace (the LSTM baseline), a run without artifacts, or any failure skips the cell with a reason; it
-never fails the report. Inference only, on the CPU: the trace is deterministic.
+fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). On a regression
+task (the sinusoid tasks) the sequence's input, true and generated continuation are kept as well. A
+model without a trace (the LSTM baseline), a run without artifacts, or any failure skips the cell with a
+reason; it never fails the report. Inference only, on the CPU: the trace is deterministic.
 """
 from __future__ import annotations
 
