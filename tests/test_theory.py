@@ -294,7 +294,7 @@ def test_most_even_split_by_hand():
      (100, 4, 20, 5)],
 )
 def test_reference_schedule_table(T, D, interval, writes):
-    # reference §3.1: the code's rule over the T+1 encoder steps
+    # docs/reference.md §5.1: the code's rule over the T+1 encoder steps
     positions = th.uniform_positions(T + 1, D)
     assert th.uniform_interval(T + 1, D) == interval
     assert len(positions) == writes
@@ -383,6 +383,10 @@ def test_schedule_table_t50_d4():
     assert rnd.positions is None and rnd.writes == pytest.approx(5.1)
     assert rnd.bound == pytest.approx(th.expected_random_bound(51, 0.9, 0.1, 4))
     assert table.best_integer.intervals == (11, 10, 10, 10, 10)
+    # the paper's g_lambda(T, D) with T the input length, beside the value over the T+1 encoder steps
+    assert table.paper_optimum == pytest.approx(th.g_lambda(50, 4, 0.9))
+    assert table.paper_optimum == pytest.approx(0.6513215599)
+    assert table.paper_optimum != pytest.approx(table.optimum)
     assert "cached_uniform" not in [r.writer for r in th.schedule_table(50, 4, 0.9).rows]
     with pytest.raises(ValueError, match=r"`memory_size >= 1` must hold, got 0"):
         th.schedule_table(50, 0, 0.9)
@@ -400,6 +404,9 @@ def test_no_writer_beats_the_optimum(T, data, lam, cache, rule):
             assert r.bound <= table.optimum * (1 + 1e-9)
         else:
             assert r.bound >= table.optimum * (1 - 1e-9)
+    assert table.paper_optimum == pytest.approx(th.g_lambda(T, D, lam))
+    if lam <= 1:  # fewer steps per slot: the paper's T-step optimum is at least the (T+1)-step one
+        assert table.paper_optimum >= table.optimum * (1 - 1e-9)
     if table.best_integer is not None:
         assert (table.best_integer.value <= table.optimum * (1 + 1e-9)) if lam <= 1 else (
             table.best_integer.value >= table.optimum * (1 - 1e-9))
@@ -433,6 +440,12 @@ def test_bound_command_prints_every_writer(capsys):
                  "g_lambda(51, 4) = 0.6457", "11,10,10,10,10"):
         assert text in out
     assert "maximum" in out
+    lines = out.splitlines()
+    model = next(line for line in lines if "g_lambda(51, 4)" in line)
+    paper = next(line for line in lines if "g_lambda(50, 4)" in line)
+    assert "51 encoder steps the model runs" in model and "'/ optimum' divides by this" in model
+    assert "paper's optimum over the T=50 input tokens" in paper and "g_lambda(50, 4) = 0.6513" in paper
+    assert "best integer split of the 51 steps" in out
     assert cmd.run(parse(["bound", "--lam", "1.2"])) == 0
     out = capsys.readouterr().out
     assert "minimum" in out

@@ -37,7 +37,7 @@ SCHEDULE_RULES = ("code", "paper")
 def uniform_interval(n_steps: int, memory_size: int, rule: str = "code") -> int:
     """The UW write interval.
 
-    ``code`` (the authors' released code, reference §3.1): s = floor(n_steps / (D+1)) over all encoder
+    ``code`` (the authors' released code, docs/reference.md §5.1): s = floor(n_steps / (D+1)) over all encoder
     steps (the end marker included). ``paper`` (Eq. 7): s = floor(T / (D+1)) with T = n_steps - 1
     tokens (the end marker is not counted).
     """
@@ -56,7 +56,7 @@ def uniform_positions(
     """0-indexed write positions of Uniform Writing (Eq. 7) or, with ``cache_size`` L, of Cached
     Uniform Writing (§2.3.1: interval min(s, L)).
 
-    ``code`` rule (reference §3.1): positions s, 2s, ... <= n_steps-1; step 0 is never a write; if
+    ``code`` rule (docs/reference.md §5.1): positions s, 2s, ... <= n_steps-1; step 0 is never a write; if
     s == 0 (D+1 > n_steps) there is one write at floor(n_steps/2).
     ``paper`` rule (Eq. 7): 1-indexed t = k*s for t <= T (T = n_steps - 1 tokens), i.e. 0-indexed t-1;
     if s == 0 every token step is a write.
@@ -315,7 +315,7 @@ def best_integer_split(T: int, D: int, lam: float, maximize: bool = True, C: flo
 
 
 def random_write_prob(n_steps: int, memory_size: int) -> float:
-    """The random writer's Bernoulli p = (D+1)/T (paper §3.1, reference D16), T = n_steps - 1 tokens
+    """The random writer's Bernoulli p = (D+1)/T (paper §3.1, docs/reference.md §5.3), T = n_steps - 1 tokens
     (the end marker is not counted, as in Eq. 7), clipped to 1."""
     _check_positive("n_steps", n_steps)
     _check_positive("memory_size", memory_size)
@@ -425,7 +425,11 @@ class ScheduleRow:
 class ScheduleTable:
     """The bound of every writer for T tokens (``n_steps = T + 1`` encoder steps, the horizon of the
     bound), D slots and lambda, with the real optimum g_lambda(n_steps, D) (Theorem 3) and the best
-    integer split (``best_integer_split``; None when n_steps < D + 1)."""
+    integer split (``best_integer_split``; None when n_steps < D + 1).
+
+    ``paper_optimum`` is the paper's g_lambda(T, D) with T the input length (Theorem 3 as stated, the
+    end marker not counted), shown beside ``optimum``, the value over the T + 1 steps the encoder runs
+    and the one the rows are scored against."""
 
     seq_len: int
     n_steps: int
@@ -437,6 +441,7 @@ class ScheduleTable:
     rows: Tuple[ScheduleRow, ...]
     optimum: float
     best_integer: Optional[IntegerSplit]
+    paper_optimum: float
 
     def row(self, writer: str) -> ScheduleRow:
         for r in self.rows:
@@ -456,7 +461,7 @@ def schedule_table(
     write_prob: Optional[float] = None,
 ) -> ScheduleTable:
     """Theorem 2's bound for each writer's schedule on a task of T tokens read as ``n = T + 1`` encoder
-    steps (DESIGN.md §3), with D memory slots:
+    steps (the end marker included, docs/reference.md §2.1), with D memory slots:
 
     - ``regular``: a write at every step (the memory keeps the last D);
     - ``uniform``: ``uniform_positions(n, D, rule=rule)`` (Eq. 7 / the reference code's rule);
@@ -465,6 +470,7 @@ def schedule_table(
     - ``random``: the expected bound over Bernoulli(p) masks, p = (D+1)/T unless ``write_prob``.
 
     ``optimum`` is g_lambda(n, D): the maximum for lambda <= 1, the minimum for lambda > 1.
+    ``paper_optimum`` is g_lambda(T, D), the paper's optimum with T the input length.
     """
     _check_positive("seq_len", T)
     _check_positive("memory_size", D)
@@ -491,7 +497,8 @@ def schedule_table(
         f"expected over Bernoulli(p={p:.4g}) masks",
     ))
     best = best_integer_split(n, D, lam, maximize=lam <= 1, C=C) if n >= D + 1 else None
-    return ScheduleTable(T, n, D, float(lam), float(C), cache_size, rule, tuple(rows), optimum, best)
+    return ScheduleTable(T, n, D, float(lam), float(C), cache_size, rule, tuple(rows), optimum, best,
+                         g_lambda(T, D, lam, C))
 
 
 def _check_non_negative(name: str, value: int) -> None:

@@ -127,15 +127,22 @@ def format_schedule_table(table) -> str:
             f"{r.writer:<15}{writes:>7}  {format_positions(r.positions):<24}{r.bound:>16.4f}"
             f"{r.bound_all_writes:>14.4f}{r.of_optimum:>11.3f}  {r.note}"
         )
-    interval = table.n_steps / (table.memory_size + 1)
+    d = table.memory_size
     lines.append(
-        f"optimum g_lambda({table.n_steps}, {table.memory_size}) = {table.optimum:.4f} "
-        f"({sense}; Theorem 3: D+1 real intervals of {interval:g})"
+        f"optimum over the {table.n_steps} encoder steps the model runs (T+1): g_lambda({table.n_steps}, {d}) = "
+        f"{table.optimum:.4f} ({sense}; Theorem 3: D+1 real intervals of {table.n_steps / (d + 1):g}; "
+        "'/ optimum' divides by this)"
+    )
+    lines.append(
+        f"paper's optimum over the T={table.seq_len} input tokens: g_lambda({table.seq_len}, {d}) = "
+        f"{table.paper_optimum:.4f} ({sense}; Theorem 3 with T the input length, end marker not counted: "
+        f"intervals of {table.seq_len / (d + 1):g})"
     )
     if table.best_integer is not None:
         b = table.best_integer
         lines.append(
-            f"best integer split ({sense}): intervals {','.join(map(str, b.intervals))} -> I = {b.value:.4f}"
+            f"best integer split of the {table.n_steps} steps ({sense}): intervals {','.join(map(str, b.intervals))} "
+            f"-> I = {b.value:.4f}"
         )
     lines.append(
         "I (last D kept): the D most recent writes stay in memory (FIFO overwrite); "
