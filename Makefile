@@ -3,7 +3,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow lint bench mlflow-ui clean
+MLFLOW_PORT ?= 5000
+STUDY ?= quickstart
+STORAGE ?= runs/optuna/$(STUDY).journal
+DASHBOARD_PORT ?= 8080
+
+.PHONY: install demo test test-slow lint bench mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -26,7 +31,10 @@ bench: install
 	$(PY) -m pip install -q -e ".[bench]" && $(PY) -m uwbench bench
 
 mlflow-ui: install
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
+	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
+
+dashboard: install
+	@case "$(STORAGE)" in *://*) ;; *) test -f "$(STORAGE)" || { echo "no Optuna storage at $(STORAGE): sweep the study first (uwbench sweep studies/$(STUDY).yaml) or give STORAGE=PATH|URL"; exit 2; } ;; esac; echo "optuna-dashboard for $(STORAGE) at http://127.0.0.1:$(DASHBOARD_PORT) (Ctrl-C stops it)"; $(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(DASHBOARD_PORT) $(STORAGE)
 
 clean:
 	rm -rf runs .pytest_cache build *.egg-info && find . -name __pycache__ -prune -exec rm -rf {} +

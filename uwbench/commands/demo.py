@@ -8,6 +8,7 @@ import os
 HELP = "run the demo: the quickstart study (Optuna, cpu profile) into MLflow, then its report (what `make demo` runs)"
 
 QUICKSTART = os.path.join("studies", "quickstart.yaml")
+EXPERIMENT = "quickstart"  # the quickstart study's id, its MLflow experiment
 
 
 def add_arguments(p) -> None:
@@ -61,10 +62,14 @@ def run(args) -> int:
         if code:
             return code
     uri = args.tracking_uri or "sqlite:///runs/mlflow.db"
-    print(f"\nThe runs are in MLflow ({uri}), experiment 'quickstart': one parent run per cell, its trials "
+    print(f"\nThe runs are in MLflow ({uri}), experiment '{EXPERIMENT}': one parent run per cell, its trials "
           "and final runs nested under it.")
     print("The report is in reports/quickstart/: README.md (tables and figures), report.html (open it in a "
           "browser), runs.csv (the MLflow rows it used).")
-    print("Open the MLflow UI with `make mlflow-ui`, then http://127.0.0.1:5000 "
-          "(filter with e.g. tags.role = 'final').")
+    from uwbench.tracking.ui import link_line
+
+    print(link_line(EXPERIMENT, tracking_uri=args.tracking_uri))
+    print("In its runs table, expand a cell to see its runs; filter with tags.role = 'final'; add columns "
+          "(writer, memory_size, cache_size, lr, clip, test_accuracy, mean_seconds_per_100) from the "
+          "Columns menu (README, \"MLflow UI\").")
     return 0

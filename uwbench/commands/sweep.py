@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
-def run(args) -> int:
+def _sweep(args) -> int:
     from uwbench.spec import load_plan
     from uwbench.sweeps.common import SweepError
 
@@ -44,3 +44,13 @@ def run(args) -> int:
     return ray_sweep(plan, workers=args.workers, uri=args.tracking_uri, storage=args.storage,
                      experiment=args.experiment, progress=not args.no_progress, ray_address=args.ray_address,
                      gpus_per_trial=args.gpus_per_trial)
+
+
+def run(args) -> int:
+    """The sweep, then the link to its experiment's runs table in the MLflow UI."""
+    from uwbench.spec import load
+    from uwbench.tracking.ui import link_line
+
+    code = _sweep(args)
+    print(link_line(args.experiment or load(args.study).id, tracking_uri=args.tracking_uri))
+    return code

@@ -62,6 +62,7 @@ def run_config_from_args(args) -> dict:
 
 def run(args) -> int:
     from uwbench.tracking.mlflow import Run, git_sha
+    from uwbench.tracking.ui import link_line
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import train
 
@@ -87,5 +88,5 @@ def run(args) -> int:
     print(f"test {result.metric}: {result.test:.4f}  (best eval {result.best_eval:.4f} at update {result.best_step}; "
           f"{result.seconds_per_100:.2f} s per 100 updates; {result.num_parameters:,} parameters)")
     print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
-    print("See it with `make mlflow-ui` (http://127.0.0.1:5000).")
+    print(link_line(args.experiment, mlrun.experiment_id, args.tracking_uri))
     return 0

@@ -31,6 +31,7 @@ from uwbench.report import figures, tables
 from uwbench.report.runs import Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs
 from uwbench.report.study import load as load_study
+from uwbench.tracking.ui import study_hint
 
 GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")
 MAX_HEADLINE = 3
@@ -244,6 +245,7 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               f"uwbench report --from-csv reports/{study.id}/runs.csv   # rebuild without MLflow",
               "```", "",
               f"- MLflow experiment: `{study.id}`; {facts['finals']}" + (f", {facts['trials']}" if facts["trials"] else ""),
+              f"- MLflow UI: {study_hint(study.id)}",
               f"- spec hash: `{study.spec_hash or '—'}` (runs: {facts['spec_hash']})",
               f"- git sha of the runs: {facts['git_sha']}",
               f"- device: {facts['device']}", ""]
@@ -294,7 +296,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
     n_run = int((summary["state"] == tables.OK).sum())
     parts.append(f'<p><span class="status">Status: {esc(status)}</span> {n_run}/{len(summary)} cells run. '
                  f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
-                 f" and <code>uwbench report {esc(path)}</code>.</p>\n<h2>Results</h2>\n")
+                 f" and <code>uwbench report {esc(path)}</code>.</p>\n")
+    parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
     for t in blocks:
         parts.append(tables.to_html(t))
     if ttable is not None:
