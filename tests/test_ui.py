@@ -82,6 +82,16 @@ def test_links_of_a_real_store(tracking_uri, capsys):
     assert ui.link_line("nope", tracking_uri=tracking_uri) == "MLflow: no experiment 'nope' in this store yet"
 
 
+def test_make_mlflow_ui_prints_the_links_of_the_store_it_serves():
+    make = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    recipe = make.split("\nmlflow-ui:", 1)[1].split("\n\n", 1)[0]
+    printer, server = recipe.split(" && ")
+    assert "-m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT)" in printer
+    assert "mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db" in server
+    assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in server
+    assert f"MLFLOW_PORT ?= {ui.PORT}" in make  # the Makefile's default port is the links' default
+
+
 def test_no_store_is_created_to_print_links(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path}/none/mlflow.db"
     assert ui.experiment_ids(uri) == []
