@@ -408,9 +408,6 @@ def load(path: str) -> StudySpec:
 # Expansion into cells
 # ---------------------------------------------------------------------------------------------
 
-AXIS_ORDER = {"model.writer": 0, "model.controller": 1, "task.name": 2, "task.seq_len": 5,
-              "model.memory_size": 6, "model.cache_size": 7, "model.hidden_size": 8}
-AXIS_PREFIX = {"task.seq_len": "T", "model.memory_size": "D", "model.cache_size": "L", "model.hidden_size": "H"}
 
 
 @dataclass(frozen=True)
@@ -471,21 +468,15 @@ class Plan:
 
 
 def _token(axis: str, value: Any) -> str:
-    if isinstance(value, bool):
-        text = axis.rsplit(".", 1)[-1] if value else "no_" + axis.rsplit(".", 1)[-1]
-    elif axis in AXIS_PREFIX:
-        text = f"{AXIS_PREFIX[axis]}{value}"
-    elif axis in ("model.writer", "model.controller", "task.name"):
-        text = str(value)
-    else:
-        text = f"{axis.rsplit('.', 1)[-1]}{value}"
-    return re.sub(r"[^A-Za-z0-9_.]+", "", text)
+    from uwbench import axes
+
+    return axes.id_token(axis, value)
 
 
 def _axis_rank(axis: str) -> Tuple[int, str]:
-    if "." not in axis:  # linked axes (e.g. a dataset bundle) read best right after the task
-        return (3, axis)
-    return (AXIS_ORDER.get(axis, 9), axis)
+    from uwbench import axes
+
+    return axes.id_rank(axis)
 
 
 def _set_path(config: Dict[str, Dict[str, Any]], path: str, value: Any) -> None:

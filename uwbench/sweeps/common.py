@@ -23,14 +23,21 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
-from uwbench import env
+from uwbench import axes, env
 from uwbench.spec import Cell, Plan
 from uwbench.sweeps import space
 
-CHILD_TAGS = ("study", "cell", "label", "model", "writer", "controller", "task", "seq_len", "memory_size",
-              "cache_size", "compression_ratio", "lr", "clip", "seed", "role", "status", "trial_number",
-              "spec_hash", "git_sha", "device", "profile", "backend", "mode", "job_key", "search_params")
-NONE = "none"  # the value of a tag that does not apply (e.g. the writer of the LSTM baseline)
+RUN_TAGS = ("role", "status", "trial_number", "spec_hash", "git_sha", "device", "profile", "backend", "mode",
+            "job_key", "search_params")  # what a child run is in its sweep; its settings are the axes
+
+
+def child_tag_names():
+    """Every tag of a child run: study, cell, label, the run axes (``uwbench.axes``), ``RUN_TAGS``."""
+    return ("study", "cell", "label") + axes.names() + RUN_TAGS
+
+
+CHILD_TAGS = child_tag_names()  # with the built-in axes
+NONE = axes.NONE  # the value of a tag that does not apply
 TERMINAL = ("finished", "failed", "pruned")
 
 
@@ -79,7 +86,7 @@ class Job:
     def config(self) -> Dict[str, Dict[str, Any]]:
         cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
         cfg.setdefault("train", {})["seed"] = int(self.seed)
-        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (DESIGN.md §4)
+        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md)
         if self.device:
             cfg["train"]["device"] = self.device
         return cfg
@@ -106,43 +113,24 @@ class Outcome:
 
 def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
     """The tags of a child run, from the fully resolved config (defaults filled in)."""
-    from uwbench.theory import compression_ratio
     from uwbench.tracking.mlflow import git_sha
 
-    task, model, train = resolved["task"], resolved["model"], resolved["train"]
-    has_memory = "memory_size" in model
-    seq_len = task.get("seq_len")
-    ratio = NONE
-    if has_memory and isinstance(seq_len, int) and seq_len > 0:
-        ratio = round(compression_ratio(seq_len, model["memory_size"]), 6)
-    tags = {
-        "study": job.study,
-        "cell": job.cell.id,
-        "label": job.cell.label,
-        "model": model["name"],
-        "writer": model.get("writer", NONE),
-        "controller": model.get("controller", NONE),
-        "task": task["name"],
-        "seq_len": seq_len if seq_len is not None else NONE,
-        "memory_size": model["memory_size"] if has_memory else NONE,
-        "cache_size": model["cache_size"] if model.get("writer") == "cached_uniform" else NONE,
-        "compression_ratio": ratio,
-        "lr": train["lr"],
-        "clip": train["clip"],
-        "seed": train["seed"],
+    tags = {"study": job.study, "cell": job.cell.id, "label": job.cell.label}
+    tags.update(axes.run_tags(resolved))
+    tags.update({
         "role": job.role,
         "status": "running",
         "trial_number": job.trial_number,
         "spec_hash": job.spec_hash,
         "git_sha": git_sha(),
-        "device": train["device"],
+        "device": resolved["train"]["device"],
         "profile": job.profile,
         "backend": job.backend,
         "mode": job.mode,
         "job_key": job.key,
         "search_params": json.dumps({k: v for k, v in job.params.items() if k != space.SEED_PARAM},
                                     sort_keys=True),
-    }
+    })
     tags.update(job.extra_tags)
     return tags
 
@@ -166,7 +154,7 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import Pruned, train
 
-    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # explicit ids only (stack notes §5)
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # the experiment is always given by id
     config = job.config()
     run = None
     try:
@@ -234,8 +222,8 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
             out[cell.id] = existing[cell.id]["run_id"]  # re-opened (RUNNING) by mark_running when work starts
             continue
         else:
-            tags = {"role": "cell", "study": plan.id, "cell": cell.id, "label": cell.label, "model": cell.model,
-                    "task": cell.task, "profile": plan.profile, "spec_hash": plan.spec_hash, "mode": plan.mode,
+            tags = {"role": "cell", "study": plan.id, "cell": cell.id, "label": cell.label, **cell_axis_tags(cell),
+                    "profile": plan.profile, "spec_hash": plan.spec_hash, "mode": plan.mode,
                     "backend": backend, "git_sha": git_sha(), "artifact": plan.spec.artifact,
                     "objective": plan.objective.metric, "direction": plan.objective.direction,
                     "search_space": json.dumps(sorted(plan.search)), "axes": json.dumps(cell.axes, default=str)}
@@ -245,6 +233,21 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
             run = Run(plan.id, run_name=cell.id, tags=tags, uri=uri, experiment_id=experiment_id)
             run.log_params(flatten(cell.config))
         out[cell.id] = run.run_id
+    return out
+
+
+def cell_axis_tags(cell: Cell) -> Dict[str, Any]:
+    """The parent run's axis tags: the cell's describing axes from its resolved config (the spec's values
+    where a component is not registered)."""
+    from uwbench.training.config import resolve_run
+
+    try:
+        config = resolve_run(cell.config).as_dict()
+    except Exception:  # noqa: BLE001 - validated by the plan; an unregistered component keeps the spec's values
+        config = cell.config
+    tags = axes.run_tags(config)
+    out = {n: tags[n] for n in axes.names() if axes.get(n).cell}
+    out.update(model=cell.model, task=cell.task)
     return out
 
 
