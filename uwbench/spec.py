@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic import ValidationError, field_validator, model_validator
 
+from uwbench import metrics
 from uwbench.config import ConfigError
 
 SECTIONS = ("task", "model", "train")
@@ -162,12 +163,12 @@ class Sections(Strict):
 
 
 class Objective(Strict):
-    metric: Literal["eval_accuracy", "test_accuracy", "eval_mse", "test_mse"] = "eval_accuracy"
+    metric: Literal[metrics.objective_keys()] = "eval_accuracy"
     direction: Literal["maximize", "minimize"] = "maximize"
 
     @model_validator(mode="after")
     def _check(self):
-        want = "maximize" if self.metric.endswith("accuracy") else "minimize"
+        want = metrics.get(self.metric).direction
         if self.direction != want:
             raise ValueError(f"objective {self.metric} must be paired with direction: {want}, got {self.direction}")
         return self
@@ -175,8 +176,12 @@ class Objective(Strict):
     @property
     def run_metric(self) -> str:
         """The MLflow metric of a finished run that holds the objective value."""
-        kind, name = self.metric.split("_", 1)
-        return f"best_eval_{name}" if kind == "eval" else f"test_{name}"
+        return metrics.get(self.metric).run_metric.key
+
+    @property
+    def as_metric(self) -> metrics.Metric:
+        """The objective as data (split, measure, direction)."""
+        return metrics.get(self.metric)
 
 
 class Budget(Strict):

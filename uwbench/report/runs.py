@@ -25,14 +25,13 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from uwbench import axes
+from uwbench import axes, metrics
 
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
 META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend")
-METRIC_COLUMNS = ("test_accuracy", "test_mse", "best_eval_accuracy", "best_eval_mse",
-                  "mean_seconds_per_100", "train_seconds", "eval_seconds")
+METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "train_seconds", "eval_seconds")
 ID_INT_COLUMNS = ("trial_number", "num_parameters")  # the integer columns that are not axes
 
 
@@ -57,7 +56,7 @@ def numeric_columns() -> Tuple[str, ...]:
     return int_columns() + float_columns()
 
 
-CURVE_METRICS = ("eval_accuracy", "eval_mse", "train_loss")
+CURVE_METRICS = metrics.keys("eval") + ("train_loss",)
 CURVE_COLUMNS = ("run_id", "metric", "step", "value")
 TRACE_COLUMNS = ("cell", "run_id", "array", "row", "col", "value")
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from uwbench import axes
+from uwbench import axes, metrics
 
 # Default tolerances (in the metric's report units): accuracy in percentage points, MSE relative.
 DEFAULT_TOLERANCE = {"accuracy": 5.0, "mse": 0.25}
@@ -92,7 +92,8 @@ def from_runs(study_id: str, runs) -> StudyView:
             first = g.iloc[0]
             values = {k: first[k] for k in axes.cell_names() if k in g.columns and _present(first[k])}
             cells.append(CellView(id=str(cell_id), axes=values))
-    metric = "mse" if len(runs) and runs["test_mse"].notna().any() and runs["test_accuracy"].isna().all() else "accuracy"
+    test_mse, test_acc = metrics.metric("test", "mse").key, metrics.metric("test", "accuracy").key
+    metric = "mse" if len(runs) and runs[test_mse].notna().any() and runs[test_acc].isna().all() else "accuracy"
     return StudyView(id=study_id, title=study_id, cells=cells, metric=metric)
 
 
@@ -136,8 +137,10 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
     paper = getattr(spec, "paper", None)
     scale = 100.0 if (paper is not None and paper.unit == "fraction" and paper.metric == "test_accuracy") else 1.0
     time_paper = paper is not None and paper.metric == "training_time_reduction"
-    metric = "mse" if (paper is not None and paper.metric == "test_mse") or \
-        str(spec.objective.metric).endswith("mse") else "accuracy"
+    measures = {metrics.get(spec.objective.metric).measure.name}
+    if paper is not None and paper.metric in metrics.keys("test"):
+        measures.add(metrics.get(paper.metric).measure.name)
+    metric = "mse" if "mse" in measures else "accuracy"
     cells, seen = [], set()
     for plan in used:
         for c in plan.cells:
