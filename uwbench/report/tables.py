@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from uwbench import axes
+from uwbench import axes, metrics, selection
 from uwbench.report.study import StudyView
 
 WRITER_SUFFIX = {"regular": "", "none": "", "uniform": "+UW", "cached_uniform": "+CUW", "random": "+RW"}
@@ -50,12 +50,11 @@ def _int(v) -> Optional[int]:
 
 
 def metric_info(metric: str) -> Dict[str, Any]:
-    """Column, scale, units and direction of the study's headline metric."""
-    if metric == "mse":
-        return {"column": "test_mse", "scale": 1.0, "name": "test MSE", "unit": "", "decimals": 3,
-                "curve": "eval_mse", "higher_better": False}
-    return {"column": "test_accuracy", "scale": 100.0, "name": "test accuracy", "unit": "%", "decimals": 1,
-            "curve": "eval_accuracy", "higher_better": True}
+    """Column, scale, units and direction of the study's headline measure (``uwbench.metrics``)."""
+    m = metrics.measure(metric)
+    return {"column": metrics.metric("test", m.name).key, "scale": m.scale, "name": f"test {m.title}",
+            "unit": m.unit, "decimals": m.decimals, "curve": metrics.metric("eval", m.name).key,
+            "measure": m.name, "higher_better": m.higher_is_better}
 
 
 def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float) -> str:
@@ -159,37 +158,11 @@ SUMMARY_COLUMNS = ("cell", "in_spec", "task", "model", "controller", "writer", "
                    "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters")
 
 
-HYPER_COLUMNS = ("lr", "clip")
-
-
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
     """Final runs of one cell made with several hyperparameter settings (a faithful study's grid over
-    lr x clip, as the paper's ablation): keep the setting with the best mean *evaluation* metric (never
-    the test metric), as one picks a configuration on validation data. Returns (kept rows, settings)."""
-    if len(done) == 0:
-        return done, 0
-    if done["search_params"].map(lambda v: isinstance(v, str) and v not in ("", "{}")).any():
-        keys = done["search_params"].map(lambda v: v if isinstance(v, str) else "")  # the sweep's own record
-    else:
-        keys = done[list(HYPER_COLUMNS)].apply(
-            lambda r: "|".join(format(float(v), ".6g") if _isnum(v) else "" for v in r), axis=1)
-    points = sorted(set(keys))
-    if len(points) == 1:
-        return done, 1
-    sel_col = "best_eval_" + info["column"].split("_", 1)[1]
-    best, best_value = None, None
-    for p in points:
-        vals = done.loc[keys == p, sel_col].to_numpy(dtype=float)
-        vals = vals[~np.isnan(vals)]
-        if not len(vals):
-            continue
-        v = float(np.mean(vals))
-        better = best_value is None or (v > best_value if info["higher_better"] else v < best_value)
-        if better:
-            best, best_value = p, v
-    if best is None:
-        return done, len(points)
-    return done[keys == best], len(points)
+    lr x clip, as the paper's ablation): the rows of the setting ``uwbench.selection`` chooses (best mean
+    evaluation metric, never the test metric). Returns (kept rows, settings)."""
+    return selection.choose_rows(done, metrics.measure(info["measure"]))
 
 
 def _unique(series: pd.Series):
