@@ -10,11 +10,11 @@ from uwbench import axes
 
 STUDY = """
 id: axis_probe
-title: t
-question: q
-artifact: "Table 0"
 mode: faithful
 task: {name: copy, seq_len: 6}
+title: a throwaway axis
+question: q
+artifact: "Table 0"
 fixed:
   train: {steps: 4}
 cells:

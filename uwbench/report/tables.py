@@ -113,14 +113,10 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             state = NOT_RUN
         t100 = done["mean_seconds_per_100"].to_numpy(dtype=float)
         t100 = t100[~np.isnan(t100)]
-        seq_len, mem = _int(axes_.get("seq_len")), _int(axes_.get("memory_size"))
+        cell_axes = _axis_row(axes_)
         rows.append({
-            "cell": cell_id, "in_spec": spec_cell is not None,
-            "task": axes_.get("task", ""), "model": axes_.get("model", ""),
-            "controller": axes_.get("controller", ""), "writer": axes_.get("writer", "") or "none",
-            "seq_len": seq_len, "memory_size": mem, "cache_size": _int(axes_.get("cache_size")),
-            "hidden_size": _int(axes_.get("hidden_size")),
-            "compression_ratio": axes.compression_ratio({"seq_len": seq_len, "memory_size": mem}),
+            "cell": cell_id, "in_spec": spec_cell is not None, **cell_axes,
+            "compression_ratio": axes.compression_ratio(cell_axes),
             "lr": _unique(done["lr"]), "clip": _unique(done["clip"]),
             "n": n, "n_failed": len(failed), "n_trials": len(trials), "grid_points": n_points,
             "mean": mean, "std": std, "paper": paper, "diff": diff,
@@ -131,31 +127,41 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             "sec100_std": float(np.std(t100, ddof=1)) if len(t100) > 1 else None,
             "device": ", ".join(sorted({d for d in done["device"] if d})),
             "num_parameters": _unique(done["num_parameters"]),
-            **{k: _axis_value(k, axes_) for k in extra_axes()},
         })
     return pd.DataFrame(rows, columns=summary_columns())
 
 
-def extra_axes() -> Tuple[str, ...]:
-    """Registered cell axes beyond the ones this module lays out by name (they follow in every table)."""
-    return tuple(a for a in axes.cell_names() if a not in SUMMARY_COLUMNS)
+def _axis_row(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """A cell's axes (``uwbench.axes.cell_names``) as summary columns: whole numbers as int (None when
+    missing), text as is ('' when missing; a model without a writer is 'none', as its run tag)."""
+    row: Dict[str, Any] = {}
+    for name in axes.cell_names():
+        v = values.get(name)
+        kind = axes.get(name).type
+        if kind is int:
+            row[name] = _int(v)
+        elif kind is float:
+            row[name] = float(v) if _isnum(v) else None
+        else:
+            row[name] = v if v is not None else ""
+    row["writer"] = row.get("writer") or axes.NONE
+    return row
 
 
 def summary_columns() -> Tuple[str, ...]:
-    return SUMMARY_COLUMNS + extra_axes()
+    """The columns of ``summarize``: the cell, its axes, then what was measured."""
+    return ("cell", "in_spec") + axes.cell_names() + SUMMARY_RESULTS
 
 
-def _axis_value(name: str, values: Mapping[str, Any]):
-    v = values.get(name)
-    if axes.get(name).type is int:
-        return _int(v)
-    return v if _isnum_or_str(v) else None
+def extra_axes() -> Tuple[str, ...]:
+    """Registered cell axes beyond the ones the tables lay out by name (cells.csv lists them too)."""
+    return tuple(a for a in axes.cell_names() if a not in LAID_OUT)
 
 
-SUMMARY_COLUMNS = ("cell", "in_spec", "task", "model", "controller", "writer", "seq_len", "memory_size",
-                   "cache_size", "hidden_size", "compression_ratio", "lr", "clip", "n", "n_failed", "n_trials",
-                   "grid_points", "mean", "std", "paper_time_reduction",
-                   "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters")
+LAID_OUT = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
+SUMMARY_RESULTS = ("compression_ratio", "lr", "clip", "n", "n_failed", "n_trials", "grid_points", "mean", "std",
+                   "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device",
+                   "num_parameters")
 
 
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
