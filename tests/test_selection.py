@@ -132,3 +132,21 @@ def test_best_point_ties_go_to_the_first_point_in_sorted_order():
     acc = metrics.measure("accuracy")
     assert selection.best_point({"b": [0.5], "a": [0.5], "c": [None]}, acc) == "a"
     assert selection.best_point({"a": [None]}, acc) is None
+
+
+def test_curves_and_traces_show_the_runs_that_count():
+    import pandas as pd
+
+    from uwbench.report import figures, runs, traces
+
+    rows = [{"study": "s", "cell": "dnc-uniform", "role": "final", "status": "finished", "seed": seed,
+             "run_id": f"r{len(RUNS) - 1 - i}", "task": "copy", "model": "dnc", "controller": "ln_lstm", "writer": "uniform",
+             "seq_len": 8, "memory_size": 2, "lr": lr, "clip": 10.0,
+             "search_params": json.dumps({"train.lr": lr}), "best_eval_accuracy": ev, "test_accuracy": te}
+            for i, (lr, seed, ev, te) in enumerate(RUNS)]
+    frame = runs.Snapshot(runs.runs_text(rows)).runs
+    assert sorted(selection.counted_runs(frame)["run_id"]) == ["r2", "r3"]  # the best-eval point
+    curves = pd.DataFrame([{"run_id": f"r{i}", "metric": "eval_accuracy", "step": 1, "value": 0.5}
+                           for i in range(len(RUNS))])
+    assert sorted(set(figures.curve_frame(curves, frame, "eval_accuracy")["run_id"])) == ["r2", "r3"]
+    assert traces.trace_targets(frame, ["dnc-uniform"]) == {"dnc-uniform": "r3"}  # its seed 0

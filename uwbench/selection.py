@@ -158,3 +158,24 @@ def choose_rows(done, measure: metrics.Measure):
     if best is None:
         return done, len(points)
     return done[keys == best], len(points)
+
+
+def frame_measure(runs) -> metrics.Measure:
+    """The measure a runs frame holds: MSE when it has test MSE values and no test accuracy, else accuracy."""
+    mse, acc = metrics.metric("test", "mse").key, metrics.metric("test", "accuracy").key
+    if len(runs) and runs[mse].notna().any() and runs[acc].isna().all():
+        return metrics.measure("mse")
+    return metrics.measure("accuracy")
+
+
+def counted_runs(runs, measure: Optional[metrics.Measure] = None):
+    """The runs that count, over every cell of a runs frame: the finished final runs of each cell's chosen
+    grid point. What the tables average is what the curves and traces show."""
+    import pandas as pd
+
+    if len(runs) == 0:
+        return runs
+    m = measure or frame_measure(runs)
+    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
+    parts = [choose_rows(g, m)[0] for _, g in done.groupby("cell", sort=False)]
+    return pd.concat(parts) if parts else done

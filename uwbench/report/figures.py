@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from uwbench import axes as run_axes
+from uwbench import metrics, selection
 from uwbench.report.tables import (OK, cap, _isnum, label_flags, metric_info, model_label, task_label,
                                    time_reductions)
 
@@ -174,10 +175,11 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
 
 
 def curve_frame(curves: pd.DataFrame, runs: pd.DataFrame, metric_name: str) -> pd.DataFrame:
-    """Long frame (cell, seed, step, value) of the finished final runs' ``metric_name`` histories."""
+    """Long frame (cell, seed, step, value) of the ``metric_name`` histories of the runs that count
+    (``uwbench.selection.counted_runs``: a faithful grid's chosen point only)."""
     if len(curves) == 0:
         return pd.DataFrame(columns=["cell", "run_id", "step", "value"])
-    finals = runs[(runs["role"] == "final") & (runs["status"] == "finished")][["run_id", "cell"]]
+    finals = selection.counted_runs(runs, metrics.get(metric_name).measure)[["run_id", "cell"]]
     c = curves[curves["metric"] == metric_name]
     return c.merge(finals, on="run_id", how="inner")[["cell", "run_id", "step", "value"]]
 

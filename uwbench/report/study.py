@@ -92,8 +92,9 @@ def from_runs(study_id: str, runs) -> StudyView:
             first = g.iloc[0]
             values = {k: first[k] for k in axes.cell_names() if k in g.columns and _present(first[k])}
             cells.append(CellView(id=str(cell_id), axes=values))
-    test_mse, test_acc = metrics.metric("test", "mse").key, metrics.metric("test", "accuracy").key
-    metric = "mse" if len(runs) and runs[test_mse].notna().any() and runs[test_acc].isna().all() else "accuracy"
+    from uwbench.selection import frame_measure
+
+    metric = frame_measure(runs).name
     return StudyView(id=study_id, title=study_id, cells=cells, metric=metric)
 
 
