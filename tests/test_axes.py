@@ -38,7 +38,7 @@ def _plan(tmp_path):
     return load_plan(str(path), "cpu"), str(path)
 
 
-def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracking_uri):
+def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracking_uri, capsys):
     from uwbench.config import flatten
     from uwbench.report import runs, study, tables
     from uwbench.sweeps import common
@@ -51,6 +51,9 @@ def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracki
         plan, path = _plan(tmp_path)
         assert [c.id for c in plan.cells] == ["dnc-W16", "dnc-W32"]  # cell ids
         assert "word_size" in common.child_tag_names()
+        from uwbench.cli import main
+
+        assert main(["ls", "axes"]) == 0 and "word_size          model.word_size" in capsys.readouterr().out
 
         experiment_id = ensure_experiment(plan.id, tracking_uri)
         for i, cell in enumerate(plan.cells):
