@@ -43,7 +43,7 @@ def parse(data: Any, path: str = "<study>") -> StudySpec:
 
 
 def load(path: str) -> StudySpec:
-    """Read and validate the structure of a study file (components are checked by ``plan``)."""
+    """Read and validate the structure of a study file (components are checked by ``expand``)."""
     try:
         data = read_yaml(path)
     except yaml.YAMLError as exc:
