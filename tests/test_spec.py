@@ -202,6 +202,31 @@ def test_duplicate_cell_ids(tmp_path):
     assert "cell id 'lstm-T6' is produced twice" in error_of(tmp_path, text)
 
 
+def test_label_placeholder_with_a_typo_names_it_and_the_valid_keys(tmp_path):
+    msg = error_of(tmp_path, edit(BASE, 'label: "DNC+{model.writer}"', 'label: "DNC+{model.wrtier}"'))
+    assert "cells[1].label: placeholder {model.wrtier} is not a model setting (did you mean {model.writer}?)" in msg
+    assert "valid: model.attention_size, " in msg and "model.memory_size" in msg
+    msg = error_of(tmp_path, edit(BASE, 'label: "DNC+{model.writer}"', 'label: "DNC+{modle.writer}"'))
+    assert "placeholder {modle...}" in msg and "section one of task, model, train" in msg
+
+
+def test_label_placeholders_show_defaults_and_every_section(tmp_path):
+    text = edit(BASE, 'label: "DNC+{model.writer}"', 'label: "DNC+{model.writer} D={model.memory_size} '
+                                                       'W={model.word_size} {task.name} lr={train.lr}"')
+    plan = expand(load(write(tmp_path, text)), "paper")
+    word_size = plan.cell("dnc-uniform-reverse").label.split("W=")[1].split()[0]
+    assert plan.cell("dnc-uniform-reverse").label == f"DNC+uniform D=2 W={word_size} reverse lr=0.001"
+    assert word_size.isdigit()  # the model's default, not ""
+
+
+def test_the_package_keeps_its_names():
+    import uwbench.spec as pkg
+
+    for name in ("Cell", "Plan", "StudySpec", "SpecError", "load", "parse", "expand", "load_plan", "check",
+                 "read_yaml", "plan_hash", "import_plugins", "BASE_PROFILE", "PLUGINS_ENV", "ChoiceParam"):
+        assert hasattr(pkg, name), name
+
+
 def test_unregistered_task_waits_instead_of_failing(tmp_path):
     result = check(write(tmp_path, edit(BASE, "task: {name: copy, seq_len: 6}", "task: {name: enwik8, seq_len: 6}")))
     assert result.status == "waits" and "waits for task enwik8 (not registered yet)" in result.message

@@ -1,11 +1,11 @@
-"""`uwbench ls`: what tasks, models, controllers and writers exist."""
+"""`uwbench ls`: what tasks, models, controllers and writers exist, and the run axes runs are tagged by."""
 from __future__ import annotations
 
-HELP = "list the registered tasks, models, controllers and writers"
+HELP = "list the registered tasks, models, controllers, writers and run axes"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("kind", nargs="?", choices=["tasks", "models", "controllers", "writers"],
+    p.add_argument("kind", nargs="?", choices=["tasks", "models", "controllers", "writers", "axes"],
                    help="list only this kind")
 
 
@@ -19,4 +19,10 @@ def run(args) -> int:
         print(f"{name}:")
         for entry in registry:
             print(f"  {entry.name:<22} {entry.help}")
+    if args.kind in (None, "axes"):
+        from uwbench import axes
+
+        print("axes (run tags, runs.csv columns):")
+        for line in axes.describe():
+            print(f"  {line}")
     return 0

@@ -61,6 +61,7 @@ def run_config_from_args(args) -> dict:
 
 
 def run(args) -> int:
+    from uwbench import axes
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.tracking.ui import link_line
     from uwbench.training.config import resolve_run
@@ -68,16 +69,7 @@ def run(args) -> int:
 
     config = run_config_from_args(args)
     resolved = resolve_run(config)  # validate before anything is recorded
-    model_cfg = resolved.as_dict()["model"]
-    tags = {
-        "task": resolved.task_name,
-        "model": resolved.model_name,
-        "writer": model_cfg.get("writer", "none"),
-        "memory_size": model_cfg.get("memory_size", 0),
-        "seed": resolved.train.seed,
-        "git_sha": git_sha(),
-        "role": "single",
-    }
+    tags = {**axes.run_tags(resolved.as_dict()), "git_sha": git_sha(), "role": "single"}
     name = args.run_name or f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{resolved.train.seed}"
     mlrun = Run(args.experiment, run_name=name, tags=tags, uri=args.tracking_uri)
     result = train(config, run=mlrun, progress=not args.no_progress)

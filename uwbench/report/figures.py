@@ -20,8 +20,10 @@ from typing import Dict, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from uwbench.report.tables import (CONTROLLER_NAMES, OK, cap, _isnum, label_flags, metric_info,
-                                   model_label, task_label, time_reductions)
+from uwbench import axes as run_axes
+from uwbench import metrics, selection
+from uwbench.report.tables import (OK, cap, _isnum, label_flags, metric_info, model_label, task_label,
+                                   time_reductions)
 
 DPI = 100
 LAMBDAS = (0.8, 0.9, 0.95, 0.99)
@@ -56,7 +58,7 @@ def _colors(n: int):
 
 
 def _series_label(r, with_controller: bool, with_task: bool) -> str:
-    label = model_label(r, with_controller=with_controller)
+    label = model_label(r, {"controller"} if with_controller else ())
     if with_task:
         label += f", {task_label(r['task'])}"
     return label
@@ -117,7 +119,7 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
         ax.set_xlabel("compression ratio (D+1)/T")
         ax.set_ylabel(info["name"] + (f" ({info['unit']})" if info["unit"] else ""))
         parts = ([task_label(task)] if task is not None else []) + (
-            [f"{CONTROLLER_NAMES.get(ctrl, ctrl)} controller"] if ctrl is not None else [])
+            [f"{run_axes.display('controller', ctrl)} controller"] if ctrl is not None else [])
         ax.set_title(", ".join(parts) if parts else f"{cap(info['name'])} vs compression ratio")
         ax.legend(loc="best")
     for ax in axes[len(panels):]:
@@ -142,8 +144,8 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
     with_task = _varies(red["task"].astype(str) + red["seq_len"].astype(str))
     keys = []
     for _, r in red.iterrows():
-        k = model_label(r, with_controller=with_ctrl) + (f", {task_label(r['task'])} T={int(r['seq_len'])}"
-                                                          if with_task else "")
+        k = model_label(r, {"controller"} if with_ctrl else ()) + (
+            f", {task_label(r['task'])} {run_axes.label('seq_len', int(r['seq_len']))}" if with_task else "")
         keys.append(k)
     red = red.assign(_key=keys)
     order = list(dict.fromkeys(keys))
@@ -173,10 +175,11 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
 
 
 def curve_frame(curves: pd.DataFrame, runs: pd.DataFrame, metric_name: str) -> pd.DataFrame:
-    """Long frame (cell, seed, step, value) of the finished final runs' ``metric_name`` histories."""
+    """Long frame (cell, seed, step, value) of the ``metric_name`` histories of the runs that count
+    (``uwbench.selection.counted_runs``: a faithful grid's chosen point only)."""
     if len(curves) == 0:
         return pd.DataFrame(columns=["cell", "run_id", "step", "value"])
-    finals = runs[(runs["role"] == "final") & (runs["status"] == "finished")][["run_id", "cell"]]
+    finals = selection.counted_runs(runs, metrics.get(metric_name).measure)[["run_id", "cell"]]
     c = curves[curves["metric"] == metric_name]
     return c.merge(finals, on="run_id", how="inner")[["cell", "run_id", "step", "value"]]
 
@@ -193,7 +196,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     nrows = int(math.ceil(len(panels) / ncols))
     fig = _figure(5.2 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    with_ctrl = label_flags(summary)["with_controller"]
+    mention = label_flags(summary)["mention"] & {"controller"}
     for ax, (task, T) in zip(axes, panels):
         part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if _isnum(T) else cells[cells["task"] == task]
         with_mem = _varies(part["memory_size"])
@@ -204,8 +207,9 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
             steps = table.index.to_numpy(dtype=float)
             values = table.to_numpy(dtype=float) * info["scale"]
             mean = np.nanmean(values, axis=1)
-            label = model_label(r, with_controller=with_ctrl) + (
-                f", D={int(r['memory_size'])}" if with_mem and _isnum(r["memory_size"]) else "")
+            label = model_label(r, mention) + (
+                f", {run_axes.label('memory_size', int(r['memory_size']))}" if with_mem and _isnum(r["memory_size"])
+                else "")
             ax.plot(steps, mean, label=f"{label} (n={table.shape[1]})", color=color, linewidth=1.5)
             if table.shape[1] > 1:
                 std = np.nanstd(values, axis=1, ddof=1)
@@ -415,7 +419,7 @@ def _traced_cell(r) -> str:
     """'Copy, T=50, D=4 (one test sequence)': what a trace figure's title says of its cell group."""
     parts = [task_label(r["task"])]
     if _isnum(r["seq_len"]):
-        parts.append(f"T={int(r['seq_len'])}")
+        parts.append(run_axes.label("seq_len", int(r["seq_len"])))
     if _isnum(r["memory_size"]):
-        parts.append(f"D={int(r['memory_size'])}")
+        parts.append(run_axes.label("memory_size", int(r["memory_size"])))
     return ", ".join(parts) + " (one test sequence)"

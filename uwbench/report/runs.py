@@ -1,13 +1,13 @@
 """The recorded runs a report is made from, and their snapshot (``runs.csv``, ``curves.csv``, ``traces.csv``).
 
-DESIGN.md §1: a report is a pure function of recorded runs. MLflow rows are first normalised into a
+A report is a pure function of recorded runs (docs/design.md). MLflow rows are first normalised into a
 fixed set of columns and written as text with a stable float format; the report is then computed from
 that text, parsed back. So a report built from MLflow and one rebuilt from its committed snapshot
 (``uwbench report --from-csv``) are the same bytes, and a rebuild of unchanged data gives no diff.
 
 Snapshot files (UTF-8, ``\\n`` line ends, rows sorted):
 
-- ``runs.csv``   one row per trial / final run (parent ``role=cell`` runs are left out): ``COLUMNS``.
+- ``runs.csv``   one row per trial / final run (parent ``role=cell`` runs are left out): ``columns()``.
 - ``curves.csv`` the learning curves of the final runs: ``run_id, metric, step, value``.
 - ``traces.csv`` one recorded memory trace per traced cell (sample 0 of a test batch):
   ``cell, run_id, array, row, col, value`` (see ``uwbench.report.figures.trace_arrays``).
@@ -20,40 +20,43 @@ import csv
 import io
 import math
 import os
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-# The columns of runs.csv, in order. Each is read from a tag first, then from the flattened config
-# params (``PARAM_FALLBACK``), then from the metrics.
+from uwbench import axes, metrics
+
+# The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
+# config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
-AXIS_COLUMNS = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size",
-                "compression_ratio", "lr", "clip")
 META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend")
-METRIC_COLUMNS = ("test_accuracy", "test_mse", "best_eval_accuracy", "best_eval_mse",
-                  "mean_seconds_per_100", "train_seconds", "eval_seconds")
-COLUMNS = ID_COLUMNS + AXIS_COLUMNS + META_COLUMNS + METRIC_COLUMNS
+METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "train_seconds", "eval_seconds")
+ID_INT_COLUMNS = ("trial_number", "num_parameters")  # the integer columns that are not axes
 
-INT_COLUMNS = ("seed", "trial_number", "seq_len", "memory_size", "cache_size", "hidden_size", "num_parameters")
-FLOAT_COLUMNS = ("compression_ratio", "lr", "clip") + METRIC_COLUMNS
-NUMERIC_COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
 
-PARAM_FALLBACK = {
-    "task": "task.name",
-    "model": "model.name",
-    "controller": "model.controller",
-    "writer": "model.writer",
-    "seq_len": "task.seq_len",
-    "memory_size": "model.memory_size",
-    "cache_size": "model.cache_size",
-    "hidden_size": "model.hidden_size",
-    "lr": "train.lr",
-    "clip": "train.clip",
-    "seed": "train.seed",
-}
+def axis_columns() -> Tuple[str, ...]:
+    """The run axes (``uwbench.axes``) that are not identity columns: task, model, ..., lr, clip."""
+    return axes.csv_columns(exclude=ID_COLUMNS)
 
-CURVE_METRICS = ("eval_accuracy", "eval_mse", "train_loss")
+
+def columns() -> Tuple[str, ...]:
+    return ID_COLUMNS + axis_columns() + META_COLUMNS + METRIC_COLUMNS
+
+
+def int_columns() -> Tuple[str, ...]:
+    return axes.int_columns() + ID_INT_COLUMNS
+
+
+def float_columns() -> Tuple[str, ...]:
+    return axes.float_columns() + METRIC_COLUMNS
+
+
+def numeric_columns() -> Tuple[str, ...]:
+    return int_columns() + float_columns()
+
+
+CURVE_METRICS = metrics.keys("eval") + ("train_loss",)
 CURVE_COLUMNS = ("run_id", "metric", "step", "value")
 TRACE_COLUMNS = ("cell", "run_id", "array", "row", "col", "value")
 
@@ -140,7 +143,7 @@ def _first(record: Mapping, *keys):
 
 
 def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
-    """``mlflow.search_runs`` rows -> dicts with ``COLUMNS`` (params and tags are strings: cast here).
+    """``mlflow.search_runs`` rows -> dicts with ``columns()`` (params and tags are strings: cast here).
 
     Parent cell runs (``role=cell``) are left out. ``status`` is the trainer's tag (finished | failed |
     pruned); a run still going has none and gets MLflow's own status in lower case (e.g. ``running``).
@@ -153,12 +156,13 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
         if role == "cell":
             continue
         row: Dict = {"run_id": record.get("run_id")}
-        for col in COLUMNS:
+        params = axes.param_paths()
+        for col in columns():
             if col == "run_id":
                 continue
             keys = [f"tags.{col}"]
-            if col in PARAM_FALLBACK:
-                keys.append(f"params.{PARAM_FALLBACK[col]}")
+            if col in params:
+                keys.append(f"params.{params[col]}")
             keys.append(f"metrics.{col}")
             row[col] = _first(record, *keys)
         row["study"] = row["study"] or study_id
@@ -173,22 +177,22 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
 
 
 def _cast(row: Dict) -> Dict:
-    for c in INT_COLUMNS:
+    for c in int_columns():
         v = row.get(c)
         if v is not None:
             try:
                 row[c] = int(float(v))
             except (TypeError, ValueError):
                 row[c] = None
-    for c in FLOAT_COLUMNS:
+    for c in float_columns():
         v = row.get(c)
         if v is not None:
             try:
                 row[c] = float(v)
             except (TypeError, ValueError):
                 row[c] = None
-    if row.get("compression_ratio") is None and row.get("seq_len") and row.get("memory_size") is not None:
-        row["compression_ratio"] = (row["memory_size"] + 1) / row["seq_len"]
+    if row.get("compression_ratio") is None:
+        row["compression_ratio"] = axes.compression_ratio(row)
     return row
 
 
@@ -204,7 +208,7 @@ def _sort_key(row: Mapping):
 
 
 def runs_text(rows: Iterable[Mapping]) -> str:
-    return to_csv_text(COLUMNS, sorted(rows, key=_sort_key))
+    return to_csv_text(columns(), sorted(rows, key=_sort_key))
 
 
 def curves_text(rows: Iterable[Mapping]) -> str:
@@ -238,10 +242,11 @@ class Snapshot:
         self.runs_csv = runs
         self.curves_csv = curves or to_csv_text(CURVE_COLUMNS, [])
         self.traces_csv = traces or to_csv_text(TRACE_COLUMNS, [])
-        self.runs = read_csv_text(self.runs_csv, NUMERIC_COLUMNS)
-        for c in COLUMNS:
+        numeric = numeric_columns()
+        self.runs = read_csv_text(self.runs_csv, numeric)
+        for c in columns():
             if c not in self.runs.columns:  # an older snapshot: missing columns read as empty
-                self.runs[c] = np.nan if c in NUMERIC_COLUMNS else ""
+                self.runs[c] = np.nan if c in numeric else ""
         self.curves = read_csv_text(self.curves_csv, ("step", "value"))
         self.traces_frame = read_csv_text(self.traces_csv, ("row", "col", "value"))
 

@@ -13,8 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-# The axes a cell is described by (tags of every run; see uwbench.report.runs).
-CELL_AXES = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
+from uwbench import axes, metrics
 
 # Default tolerances (in the metric's report units): accuracy in percentage points, MSE relative.
 DEFAULT_TOLERANCE = {"accuracy": 5.0, "mse": 0.25}
@@ -72,8 +71,8 @@ def from_mapping(data: Mapping[str, Any], path: str = "") -> StudyView:
     "spec_hash", "deviations", "tolerance", "cells": [{"id", <axes>..., "paper": value}]}``."""
     cells = []
     for c in data.get("cells", []):
-        axes = {k: c[k] for k in CELL_AXES if c.get(k) is not None}
-        cells.append(CellView(id=str(c["id"]), axes=axes, paper=_num(c.get("paper")), label=str(c.get("label", "")),
+        values = {k: c[k] for k in axes.cell_names() if c.get(k) is not None}
+        cells.append(CellView(id=str(c["id"]), axes=values, paper=_num(c.get("paper")), label=str(c.get("label", "")),
                               paper_time_reduction=_num(c.get("paper_time_reduction"))))
     return StudyView(
         id=str(data["id"]), title=str(data.get("title", "")), question=str(data.get("question", "")),
@@ -91,9 +90,11 @@ def from_runs(study_id: str, runs) -> StudyView:
     if len(runs):
         for cell_id, g in runs.groupby("cell", sort=True):
             first = g.iloc[0]
-            axes = {k: first[k] for k in CELL_AXES if k in g.columns and _present(first[k])}
-            cells.append(CellView(id=str(cell_id), axes=axes))
-    metric = "mse" if len(runs) and runs["test_mse"].notna().any() and runs["test_accuracy"].isna().all() else "accuracy"
+            values = {k: first[k] for k in axes.cell_names() if k in g.columns and _present(first[k])}
+            cells.append(CellView(id=str(cell_id), axes=values))
+    from uwbench.selection import frame_measure
+
+    metric = frame_measure(runs).name
     return StudyView(id=study_id, title=study_id, cells=cells, metric=metric)
 
 
@@ -137,8 +138,10 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
     paper = getattr(spec, "paper", None)
     scale = 100.0 if (paper is not None and paper.unit == "fraction" and paper.metric == "test_accuracy") else 1.0
     time_paper = paper is not None and paper.metric == "training_time_reduction"
-    metric = "mse" if (paper is not None and paper.metric == "test_mse") or \
-        str(spec.objective.metric).endswith("mse") else "accuracy"
+    measures = {metrics.get(spec.objective.metric).measure.name}
+    if paper is not None and paper.metric in metrics.keys("test"):
+        measures.add(metrics.get(paper.metric).measure.name)
+    metric = "mse" if "mse" in measures else "accuracy"
     cells, seen = [], set()
     for plan in used:
         for c in plan.cells:
@@ -245,13 +248,7 @@ def _cell_axes(cell) -> Dict[str, Any]:
         cfg = resolve_run(cell.config).as_dict()
     except Exception:  # noqa: BLE001 - a component not registered yet: the spec's values only
         pass
-    task, model = cfg.get("task", {}), cfg.get("model", {})
-    axes = {"task": task.get("name", cell.task), "model": model.get("name", cell.model),
-            "controller": model.get("controller"), "writer": model.get("writer"),
-            "seq_len": task.get("seq_len"), "memory_size": model.get("memory_size"),
-            "cache_size": model.get("cache_size") if model.get("writer") == "cached_uniform" else None,
-            "hidden_size": model.get("hidden_size")}
-    return {k: v for k, v in axes.items() if v is not None}
+    return axes.cell_axes(cfg)
 
 
 def find_study_file(study_id: str, studies_dir: str = "studies") -> Optional[str]:

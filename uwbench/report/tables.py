@@ -18,17 +18,16 @@ import html
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from uwbench.report.study import CELL_AXES, StudyView
+from uwbench import axes, metrics, selection
+from uwbench.report.study import StudyView
 
-MODEL_NAMES = {"lstm": "LSTM", "dnc": "DNC", "ntm": "NTM"}
 WRITER_SUFFIX = {"regular": "", "none": "", "uniform": "+UW", "cached_uniform": "+CUW", "random": "+RW"}
 WRITER_ORDER = ("none", "regular", "random", "uniform", "cached_uniform")
-CONTROLLER_NAMES = {"ln_lstm": "LN-LSTM", "lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduction is reported
 
 # verdicts of one cell against the paper (and of a study: the worst of its cells)
@@ -51,12 +50,11 @@ def _int(v) -> Optional[int]:
 
 
 def metric_info(metric: str) -> Dict[str, Any]:
-    """Column, scale, units and direction of the study's headline metric."""
-    if metric == "mse":
-        return {"column": "test_mse", "scale": 1.0, "name": "test MSE", "unit": "", "decimals": 3,
-                "curve": "eval_mse", "higher_better": False}
-    return {"column": "test_accuracy", "scale": 100.0, "name": "test accuracy", "unit": "%", "decimals": 1,
-            "curve": "eval_accuracy", "higher_better": True}
+    """Column, scale, units and direction of the study's headline measure (``uwbench.metrics``)."""
+    m = metrics.measure(metric)
+    return {"column": metrics.metric("test", m.name).key, "scale": m.scale, "name": f"test {m.title}",
+            "unit": m.unit, "decimals": m.decimals, "curve": metrics.metric("eval", m.name).key,
+            "measure": m.name, "higher_better": m.higher_is_better}
 
 
 def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float) -> str:
@@ -93,12 +91,12 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
         done = finals[(finals["status"] == "finished") & finals[col].notna()]
         failed = finals[finals["status"].isin(["failed", "killed"])]
         done, n_points = select_grid_point(done, info)
-        axes = dict(spec_cell.axes) if spec_cell else {}
+        axes_ = dict(spec_cell.axes) if spec_cell else {}
         first = (done if len(done) else g).iloc[0] if len(g) else None
-        for k in CELL_AXES:
-            if k not in axes and first is not None and first[k] not in ("", None) and not (
+        for k in axes.cell_names():
+            if k not in axes_ and first is not None and k in first.index and first[k] not in ("", None) and not (
                     isinstance(first[k], float) and math.isnan(first[k])):
-                axes[k] = first[k]
+                axes_[k] = first[k]
         values = done[col].to_numpy(dtype=float) * scale
         n = len(values)
         mean = float(np.mean(values)) if n else None
@@ -115,14 +113,10 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             state = NOT_RUN
         t100 = done["mean_seconds_per_100"].to_numpy(dtype=float)
         t100 = t100[~np.isnan(t100)]
-        seq_len, mem = _int(axes.get("seq_len")), _int(axes.get("memory_size"))
+        cell_axes = _axis_row(axes_)
         rows.append({
-            "cell": cell_id, "in_spec": spec_cell is not None,
-            "task": axes.get("task", ""), "model": axes.get("model", ""),
-            "controller": axes.get("controller", ""), "writer": axes.get("writer", "") or "none",
-            "seq_len": seq_len, "memory_size": mem, "cache_size": _int(axes.get("cache_size")),
-            "hidden_size": _int(axes.get("hidden_size")),
-            "compression_ratio": (mem + 1) / seq_len if (seq_len and mem is not None) else None,
+            "cell": cell_id, "in_spec": spec_cell is not None, **cell_axes,
+            "compression_ratio": axes.compression_ratio(cell_axes),
             "lr": _unique(done["lr"]), "clip": _unique(done["clip"]),
             "n": n, "n_failed": len(failed), "n_trials": len(trials), "grid_points": n_points,
             "mean": mean, "std": std, "paper": paper, "diff": diff,
@@ -134,46 +128,47 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             "device": ", ".join(sorted({d for d in done["device"] if d})),
             "num_parameters": _unique(done["num_parameters"]),
         })
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame(rows, columns=summary_columns())
 
 
-SUMMARY_COLUMNS = ("cell", "in_spec", "task", "model", "controller", "writer", "seq_len", "memory_size",
-                   "cache_size", "hidden_size", "compression_ratio", "lr", "clip", "n", "n_failed", "n_trials",
-                   "grid_points", "mean", "std", "paper_time_reduction",
-                   "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters")
+def _axis_row(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """A cell's axes (``uwbench.axes.cell_names``) as summary columns: whole numbers as int (None when
+    missing), text as is ('' when missing; a model without a writer is 'none', as its run tag)."""
+    row: Dict[str, Any] = {}
+    for name in axes.cell_names():
+        v = values.get(name)
+        kind = axes.get(name).type
+        if kind is int:
+            row[name] = _int(v)
+        elif kind is float:
+            row[name] = float(v) if _isnum(v) else None
+        else:
+            row[name] = v if v is not None else ""
+    row["writer"] = row.get("writer") or axes.NONE
+    return row
 
 
-HYPER_COLUMNS = ("lr", "clip")
+def summary_columns() -> Tuple[str, ...]:
+    """The columns of ``summarize``: the cell, its axes, then what was measured."""
+    return ("cell", "in_spec") + axes.cell_names() + SUMMARY_RESULTS
+
+
+def extra_axes() -> Tuple[str, ...]:
+    """Registered cell axes beyond the ones the tables lay out by name (cells.csv lists them too)."""
+    return tuple(a for a in axes.cell_names() if a not in LAID_OUT)
+
+
+LAID_OUT = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
+SUMMARY_RESULTS = ("compression_ratio", "lr", "clip", "n", "n_failed", "n_trials", "grid_points", "mean", "std",
+                   "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device",
+                   "num_parameters")
 
 
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
     """Final runs of one cell made with several hyperparameter settings (a faithful study's grid over
-    lr x clip, as the paper's ablation): keep the setting with the best mean *evaluation* metric (never
-    the test metric), as one picks a configuration on validation data. Returns (kept rows, settings)."""
-    if len(done) == 0:
-        return done, 0
-    if done["search_params"].map(lambda v: isinstance(v, str) and v not in ("", "{}")).any():
-        keys = done["search_params"].map(lambda v: v if isinstance(v, str) else "")  # the sweep's own record
-    else:
-        keys = done[list(HYPER_COLUMNS)].apply(
-            lambda r: "|".join(format(float(v), ".6g") if _isnum(v) else "" for v in r), axis=1)
-    points = sorted(set(keys))
-    if len(points) == 1:
-        return done, 1
-    sel_col = "best_eval_" + info["column"].split("_", 1)[1]
-    best, best_value = None, None
-    for p in points:
-        vals = done.loc[keys == p, sel_col].to_numpy(dtype=float)
-        vals = vals[~np.isnan(vals)]
-        if not len(vals):
-            continue
-        v = float(np.mean(vals))
-        better = best_value is None or (v > best_value if info["higher_better"] else v < best_value)
-        if better:
-            best, best_value = p, v
-    if best is None:
-        return done, len(points)
-    return done[keys == best], len(points)
+    lr x clip, as the paper's ablation): the rows of the setting ``uwbench.selection`` chooses (best mean
+    evaluation metric, never the test metric). Returns (kept rows, settings)."""
+    return selection.choose_rows(done, metrics.measure(info["measure"]))
 
 
 def _unique(series: pd.Series):
@@ -200,20 +195,15 @@ def study_status(summary: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def model_label(row, with_controller: bool = False, with_cache: bool = False, with_hidden: bool = False,
-                with_memory: bool = False) -> str:
-    """Paper-style name: DNC, DNC+UW, DNC+CUW, DNC+RW, NTM+UW, LSTM (+ memory slots, hidden size, cache
-    size, controller where they must be told apart)."""
-    label = MODEL_NAMES.get(row["model"], str(row["model"]).upper()) + WRITER_SUFFIX.get(row["writer"], f"+{row['writer']}")
-    extras = []
-    if with_memory and _isnum(row.get("memory_size")):
-        extras.append(f"D={int(row['memory_size'])}")
-    if with_hidden and _isnum(row.get("hidden_size")):
-        extras.append(f"H={int(row['hidden_size'])}")
-    if with_cache and row["writer"] == "cached_uniform" and _isnum(row["cache_size"]):
-        extras.append(f"L={int(row['cache_size'])}")
-    if with_controller and row["controller"]:
-        extras.append(CONTROLLER_NAMES.get(row["controller"], str(row["controller"])))
+def model_label(row, mention: Iterable[str] = ()) -> str:
+    """Paper-style name: DNC, DNC+UW, DNC+CUW, DNC+RW, NTM+UW, LSTM, and in parentheses the axes in
+    ``mention`` that must tell cells apart (memory slots, hidden size, cache size, controller, ...: their
+    ``uwbench.axes.label``), where they apply to the row."""
+    model = str(row["model"])
+    label = axes.get("model").display.get(model, model.upper()) + WRITER_SUFFIX.get(row["writer"], f"+{row['writer']}")
+    mention = set(mention)
+    extras = [axes.label(name, row[name]) for name in axes.label_axes()
+              if name in mention and _isnum_or_str(row.get(name)) and axes.applies(name, row)]
     return label + (f" ({', '.join(extras)})" if extras else "")
 
 
@@ -226,25 +216,41 @@ def task_label(task: str) -> str:
     return str(task).replace("_", " ").capitalize() if task else ""
 
 
-def column_label(row, axes: Sequence[str]) -> str:
+def column_label(row, names: Sequence[str]) -> str:
     parts = []
-    for a in axes:
+    for a in names:
         if a == "task":
             parts.append(task_label(row["task"]))
-        elif a == "seq_len" and _isnum(row["seq_len"]):
-            parts.append(f"T={int(row['seq_len'])}")
-        elif a == "memory_size" and _isnum(row["memory_size"]):
-            parts.append(f"D={int(row['memory_size'])}")
+        elif a in ("seq_len", "memory_size") and _isnum(row[a]):
+            parts.append(axes.label(a, int(row[a])))
     return " ".join(parts)
 
 
-def label_flags(summary: pd.DataFrame) -> Dict[str, bool]:
-    """Whether labels must name the controller (a model and writer run with several controllers, as the
-    ablation's LSTM and RNN panels), the cache size or the hidden size (cells that differ only in it)."""
-    keys = ["model", "writer", "task", "seq_len", "memory_size"]
-    return {"with_controller": _needs(summary, "controller", ["model", "writer"]),
-            "with_cache": _needs(summary, "cache_size", keys + ["controller"]),
-            "with_hidden": _needs(summary, "hidden_size", keys + ["controller", "cache_size"])}
+IDENTITY = ["model", "writer", "task", "seq_len", "memory_size"]  # what a table row or column already names
+
+
+def label_flags(summary: pd.DataFrame) -> Dict[str, frozenset]:
+    """``{"mention": axes}``: the axes labels must name. The controller, where a model and writer ran
+    with several (as the ablation's LSTM and RNN panels); every other label axis (cache size, hidden
+    size, ...) where it tells apart cells that agree on the identity axes and the label axes before it."""
+    mention = set()
+    if _needs(summary, "controller", ["model", "writer"]):
+        mention.add("controller")
+    mention |= _needs_in_order(summary, IDENTITY + ["controller"])
+    return {"mention": frozenset(mention)}
+
+
+def _needs_in_order(frame: pd.DataFrame, keys: List[str]) -> set:
+    """The label axes (other than D and the controller) that distinguish rows agreeing on ``keys`` and
+    on the label axes checked before them (registry order)."""
+    out, keys = set(), list(keys)
+    for name in axes.names():
+        if name not in axes.label_axes() or name in ("memory_size", "controller") or name not in frame:
+            continue
+        if _needs(frame, name, keys):
+            out.add(name)
+        keys.append(name)
+    return out
 
 
 def _varies(frame: pd.DataFrame, col: str) -> bool:
@@ -256,7 +262,7 @@ def _needs(frame: pd.DataFrame, axis: str, keys: Sequence[str]) -> bool:
     """Does ``axis`` distinguish cells that agree on ``keys``?"""
     if len(frame) == 0:
         return False
-    for _, g in frame.groupby([frame[k].astype(str) for k in keys], sort=False):
+    for _, g in frame.groupby([frame[k].astype(str) for k in keys], sort=False, dropna=False):  # None is a value
         if _varies(g, axis):
             return True
     return False
@@ -329,8 +335,7 @@ def paper_tables(summary: pd.DataFrame, study: StudyView) -> List[Table]:
     for controller, block in blocks:
         block_axes, memory_in_rows = _block_axes(block)
         keys = ["model", "writer"] + block_axes + (["memory_size"] if memory_in_rows else [])
-        with_cache = _needs(block, "cache_size", keys)
-        with_hidden = _needs(block, "hidden_size", keys + ["cache_size"])
+        mention = _needs_in_order(block, keys) | ({"memory_size"} if memory_in_rows else set())
         task_order = list(dict.fromkeys(block["task"]))  # the spec's (the paper's) task order
         ordered = sorted(block.to_dict("records"), key=lambda r: (
             task_order.index(r["task"]), _sort_value(r["seq_len"]), _sort_value(r["memory_size"])))
@@ -339,7 +344,7 @@ def paper_tables(summary: pd.DataFrame, study: StudyView) -> List[Table]:
             groups = [f"{cap(info['name'])}" + (f" ({info['unit']})" if info["unit"] else "")]
         labels: Dict[str, Dict[str, Any]] = {}
         for _, r in block.iterrows():
-            label = model_label(r, with_cache=with_cache, with_hidden=with_hidden, with_memory=memory_in_rows)
+            label = model_label(r, mention)
             g = column_label(r, block_axes) or groups[0]
             entry = labels.setdefault(label, {"rows": {}, "first": r})
             if g in entry["rows"]:  # two cells collide: tell them apart by id
@@ -385,7 +390,7 @@ def paper_tables(summary: pd.DataFrame, study: StudyView) -> List[Table]:
         const = [column_label(block.iloc[0], [a]) for a in ("task", "seq_len", "memory_size")
                  if not _varies(block, a) and _isnum_or_str(block.iloc[0][a])]
         if controller:
-            const.insert(0, f"{CONTROLLER_NAMES.get(controller, controller)} controller")
+            const.insert(0, f"{axes.display('controller', controller)} controller")
         const = [c for c in const if c]
         if const:
             title += ": " + ", ".join(const)
@@ -429,7 +434,7 @@ def cells_table(summary: pd.DataFrame, study: StudyView) -> Table:
     columns = ["Cell", "Model", "Task", "T", "D", "(D+1)/T", "lr", "clip", f"ours ({info['unit'] or 'MSE'})",
                "paper", "Δ", "verdict", "s / 100 updates"]
     csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
-                   "hidden_size", "compression_ratio", "lr", "clip", "grid_points", "n", "n_failed", "n_trials", "mean",
+                   "hidden_size", *extra_axes(), "compression_ratio", "lr", "clip", "grid_points", "n", "n_failed", "n_trials", "mean",
                    "std", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters"]
     rows, csv_rows = [], []
     flags = label_flags(summary)

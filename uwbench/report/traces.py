@@ -1,6 +1,6 @@
 """Record memory traces for the heatmaps from finished runs (the one report step that runs a model).
 
-For each traced cell: the first finished final run (lowest seed) is rebuilt from its recorded
+For each traced cell: the first run that counts (lowest seed; ``uwbench.selection.counted_runs``) is rebuilt from its recorded
 ``config.json``, its best checkpoint (``checkpoint/best.pt``) is loaded, and one sequence of the task's
 fixed test set goes through it with ``model.tracing = True`` (uwbench.models.mann). On a regression
 task (the sinusoid tasks) the sequence's input, true and generated continuation are kept as well. A
@@ -23,11 +23,14 @@ TRACE_SAMPLES = 1  # sequences traced per cell
 
 
 def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:
-    """{cell: run_id} of the runs to trace: in each memory-model cell the first finished final seed.
+    """{cell: run_id} of the runs to trace: in each memory-model cell the first seed of the runs that count.
     Cells sharing task, T, D, model and controller form one heatmap figure; at most ``MAX_GROUPS``
     figures, those comparing the most writers first (regular / UW / CUW side by side), the appendix's
     tasks (copy, max) before others, then the spec's order."""
-    finals = runs[(runs["role"] == "final") & (runs["status"] == "finished") & runs["model"].isin(memory_models)]
+    from uwbench.selection import counted_runs
+
+    finals = counted_runs(runs)
+    finals = finals[finals["model"].isin(memory_models)]
     groups: Dict[Tuple, Dict[str, str]] = {}
     for cell in cell_order:
         g = finals[finals["cell"] == cell]

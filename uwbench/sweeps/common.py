@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import socket
 import statistics
@@ -23,14 +22,21 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
-from uwbench import env
+from uwbench import axes, env, metrics, selection
 from uwbench.spec import Cell, Plan
 from uwbench.sweeps import space
 
-CHILD_TAGS = ("study", "cell", "label", "model", "writer", "controller", "task", "seq_len", "memory_size",
-              "cache_size", "compression_ratio", "lr", "clip", "seed", "role", "status", "trial_number",
-              "spec_hash", "git_sha", "device", "profile", "backend", "mode", "job_key", "search_params")
-NONE = "none"  # the value of a tag that does not apply (e.g. the writer of the LSTM baseline)
+RUN_TAGS = ("role", "status", "trial_number", "spec_hash", "git_sha", "device", "profile", "backend", "mode",
+            "job_key", "search_params")  # what a child run is in its sweep; its settings are the axes
+
+
+def child_tag_names():
+    """Every tag of a child run: study, cell, label, the run axes (``uwbench.axes``), ``RUN_TAGS``."""
+    return ("study", "cell", "label") + axes.names() + RUN_TAGS
+
+
+CHILD_TAGS = child_tag_names()  # with the built-in axes
+NONE = axes.NONE  # the value of a tag that does not apply
 TERMINAL = ("finished", "failed", "pruned")
 
 
@@ -79,7 +85,7 @@ class Job:
     def config(self) -> Dict[str, Dict[str, Any]]:
         cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
         cfg.setdefault("train", {})["seed"] = int(self.seed)
-        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (DESIGN.md §4)
+        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md)
         if self.device:
             cfg["train"]["device"] = self.device
         return cfg
@@ -102,59 +108,39 @@ class Outcome:
     test: Optional[float] = None  # the test metric (None unless finished)
     run_id: Optional[str] = None
     error: Optional[str] = None
+    eval: Optional[float] = None  # the best evaluation metric (what a grid point is chosen by)
 
 
 def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
     """The tags of a child run, from the fully resolved config (defaults filled in)."""
-    from uwbench.theory import compression_ratio
     from uwbench.tracking.mlflow import git_sha
 
-    task, model, train = resolved["task"], resolved["model"], resolved["train"]
-    has_memory = "memory_size" in model
-    seq_len = task.get("seq_len")
-    ratio = NONE
-    if has_memory and isinstance(seq_len, int) and seq_len > 0:
-        ratio = round(compression_ratio(seq_len, model["memory_size"]), 6)
-    tags = {
-        "study": job.study,
-        "cell": job.cell.id,
-        "label": job.cell.label,
-        "model": model["name"],
-        "writer": model.get("writer", NONE),
-        "controller": model.get("controller", NONE),
-        "task": task["name"],
-        "seq_len": seq_len if seq_len is not None else NONE,
-        "memory_size": model["memory_size"] if has_memory else NONE,
-        "cache_size": model["cache_size"] if model.get("writer") == "cached_uniform" else NONE,
-        "compression_ratio": ratio,
-        "lr": train["lr"],
-        "clip": train["clip"],
-        "seed": train["seed"],
+    tags = {"study": job.study, "cell": job.cell.id, "label": job.cell.label}
+    tags.update(axes.run_tags(resolved))
+    tags.update({
         "role": job.role,
         "status": "running",
         "trial_number": job.trial_number,
         "spec_hash": job.spec_hash,
         "git_sha": git_sha(),
-        "device": train["device"],
+        "device": resolved["train"]["device"],
         "profile": job.profile,
         "backend": job.backend,
         "mode": job.mode,
         "job_key": job.key,
         "search_params": json.dumps({k: v for k, v in job.params.items() if k != space.SEED_PARAM},
                                     sort_keys=True),
-    }
+    })
     tags.update(job.extra_tags)
     return tags
 
 
 def objective_value(result, metric: str) -> Optional[float]:
     """The objective of a finished ``RunResult``: its best evaluation or its test value."""
-    kind, name = metric.split("_", 1)
-    if name != result.metric:
-        raise SweepError(f"objective {metric} does not match the task's metric {result.metric!r}; "
-                         f"use eval_{result.metric} or test_{result.metric}")
-    value = result.best_eval if kind == "eval" else result.test
-    return None if value is None or not math.isfinite(value) else float(value)
+    try:
+        return metrics.value_of(result, metric)
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
@@ -166,7 +152,7 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import Pruned, train
 
-    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # explicit ids only (stack notes §5)
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # the experiment is always given by id
     config = job.config()
     run = None
     try:
@@ -192,7 +178,8 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
         return Outcome("failed", run_id=run.run_id, test=result.test, error=str(exc))
     if value is None:
         return Outcome("failed", run_id=run.run_id, error=f"objective {job.objective_metric} is not finite")
-    return Outcome("finished", value=value, test=result.test, run_id=run.run_id)
+    best_eval = metrics.value_of(result, metrics.get(job.objective_metric).at("eval").key)
+    return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval)
 
 
 def worker_setup() -> None:
@@ -234,8 +221,8 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
             out[cell.id] = existing[cell.id]["run_id"]  # re-opened (RUNNING) by mark_running when work starts
             continue
         else:
-            tags = {"role": "cell", "study": plan.id, "cell": cell.id, "label": cell.label, "model": cell.model,
-                    "task": cell.task, "profile": plan.profile, "spec_hash": plan.spec_hash, "mode": plan.mode,
+            tags = {"role": "cell", "study": plan.id, "cell": cell.id, "label": cell.label, **cell_axis_tags(cell),
+                    "profile": plan.profile, "spec_hash": plan.spec_hash, "mode": plan.mode,
                     "backend": backend, "git_sha": git_sha(), "artifact": plan.spec.artifact,
                     "objective": plan.objective.metric, "direction": plan.objective.direction,
                     "search_space": json.dumps(sorted(plan.search)), "axes": json.dumps(cell.axes, default=str)}
@@ -245,6 +232,21 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
             run = Run(plan.id, run_name=cell.id, tags=tags, uri=uri, experiment_id=experiment_id)
             run.log_params(flatten(cell.config))
         out[cell.id] = run.run_id
+    return out
+
+
+def cell_axis_tags(cell: Cell) -> Dict[str, Any]:
+    """The parent run's axis tags: the cell's describing axes from its resolved config (the spec's values
+    where a component is not registered)."""
+    from uwbench.training.config import resolve_run
+
+    try:
+        config = resolve_run(cell.config).as_dict()
+    except Exception:  # noqa: BLE001 - validated by the plan; an unregistered component keeps the spec's values
+        config = cell.config
+    tags = axes.run_tags(config)
+    out = {n: tags[n] for n in axes.names() if axes.get(n).cell}
+    out.update(model=cell.model, task=cell.task)
     return out
 
 
@@ -270,44 +272,31 @@ class Record:
     seed: Optional[int]
     number: int
     error: Optional[str] = None
+    eval: Optional[float] = None  # the best evaluation metric; None: ``value`` when the objective is one
 
 
 def best_record(records: Iterable[Record], direction: str) -> Optional[Record]:
-    """The best finished search trial (ties: the earliest)."""
-    done = [r for r in records if r.role == "trial" and r.status == "finished" and r.value is not None]
-    if not done:
-        return None
-    sign = 1.0 if direction == "maximize" else -1.0
-    return max(done, key=lambda r: (sign * r.value, -r.number))
+    """The best finished search trial (ties: the earliest): ``uwbench.selection.best_trial``."""
+    return selection.best_trial(records, direction)
 
 
 def cell_result(plan: Plan, rows: List[Record]):
-    """(best params, test values of the runs that count): tuned mode, the best trial's params and its
-    re-runs on the final seeds; faithful mode, the grid point with the best mean test value and its
-    seeds (a faithful study without search has one point)."""
-    finished = [r for r in rows if r.role == "final" and r.status == "finished" and r.test is not None]
-    if plan.mode == "tuned":
-        best = best_record(rows, plan.objective.direction)
-        return (best.params if best else None), [r.test for r in finished]
-    groups: Dict[str, List[Record]] = {}
-    for r in finished:
-        groups.setdefault(json.dumps({k: v for k, v in r.params.items() if k != space.SEED_PARAM},
-                                     sort_keys=True, default=str), []).append(r)
-    if not groups:
-        return None, []
-    sign = 1.0 if plan.objective.direction == "maximize" else -1.0
-    key, members = max(groups.items(), key=lambda kv: sign * statistics.fmean(r.test for r in kv[1]))
-    return json.loads(key), [r.test for r in members]
+    """(chosen params, test values of the runs that count) of one cell: ``uwbench.selection.choose``
+    (tuned: the best trial's params and its re-runs; faithful: the grid point with the best mean
+    evaluation metric and its seeds)."""
+    choice = selection.choose(plan.mode, plan.objective, rows)
+    return choice.params, choice.tests
 
 
 def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str], records: List[Record],
                     uri: str, finished_cells: Iterable[str]) -> None:
-    """Write each cell's summary (counts, best params, final mean and std) to its parent run and end it:
+    """Write each cell's summary (counts, chosen params, final mean and std) to its parent run and end it:
     FINISHED when all its runs ended, KILLED when the sweep stopped before."""
     from uwbench.tracking.mlflow import Run
 
     finished_cells = set(finished_cells)
-    metric = plan.objective.metric.split("_", 1)[1]
+    objective = plan.objective.as_metric
+    final = objective.at("final_test").key
     for cell in plan.cells:
         rows = [r for r in records if r.cell == cell.id]
         run = Run(plan.id, uri=uri, experiment_id=experiment_id, run_id=cell_runs[cell.id])
@@ -317,21 +306,23 @@ def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str]
             "n_failed": sum(r.status == "failed" for r in rows),
             "status": "finished" if cell.id in finished_cells else "interrupted",
         }
-        metrics: Dict[str, float] = {}
-        best = best_record(rows, plan.objective.direction)
+        metrics_: Dict[str, float] = {}
+        best = selection.best_trial(rows, objective.direction)
         if best is not None:
             tags["best_trial"] = best.number
-            metrics[f"best_{plan.objective.metric}"] = best.value
-        params, finals = cell_result(plan, rows)
-        if params is not None:
-            tags["best_params"] = json.dumps(params, sort_keys=True, default=str)
+            metrics_[f"best_{objective.key}"] = best.value
+        choice = selection.choose(plan.mode, objective, rows)
+        if choice.params is not None:
+            tags["best_params"] = json.dumps(choice.params, sort_keys=True, default=str)
+            tags["grid_points"] = choice.n_points
+        finals = choice.tests
         if finals:
-            metrics[f"final_test_{metric}_mean"] = statistics.fmean(finals)
-            metrics[f"final_test_{metric}_std"] = statistics.stdev(finals) if len(finals) > 1 else 0.0
-            metrics["n_final"] = len(finals)
+            metrics_[f"{final}_mean"] = statistics.fmean(finals)
+            metrics_[f"{final}_std"] = statistics.stdev(finals) if len(finals) > 1 else 0.0
+            metrics_["n_final"] = len(finals)
         run.set_tags(tags)
-        if metrics:
-            run.log_metrics(metrics, 0)
+        if metrics_:
+            run.log_metrics(metrics_, 0)
         run.end("FINISHED" if cell.id in finished_cells else "KILLED")
 
 
@@ -452,27 +443,26 @@ class Progress:
 
 
 def describe_best(plan: Plan, records: Iterable[Record]) -> Optional[str]:
-    rows = [r for r in records if r.status == "finished" and r.value is not None]
-    if not rows:
+    """The best objective value so far and its cell, for the progress line."""
+    best = selection.best_so_far(records, plan.objective.direction)
+    if best is None:
         return None
-    pick = max if plan.objective.direction == "maximize" else min
-    best = pick(rows, key=lambda r: r.value)
     return f"{plan.objective.metric} {best.value:.4f} ({best.cell})"
 
 
 def summary(plan: Plan, records: List[Record]) -> str:
     """A plain-text table: per cell, the runs, the chosen params, the test mean +- std, the paper."""
-    metric = plan.objective.metric.split("_", 1)[1]
-    scale = 100.0 if metric == "accuracy" else 1.0  # accuracy in percent, as the paper reports it
-    head = "best params" if plan.mode == "tuned" else "best grid point"
-    lines = [f"{'cell':<36} {'done/pruned/failed':>18}  {head:<30} {'test ' + metric + ' mean+-std (n)':>26}  paper"]
+    measure = plan.objective.as_metric.measure
+    test = f"test {measure.name}"
+    head = "best params" if plan.mode == "tuned" else "best grid point (by eval)"
+    lines = [f"{'cell':<36} {'done/pruned/failed':>18}  {head:<30} {test + ' mean+-std (n)':>26}  paper"]
     for cell in plan.cells:
         rows = [r for r in records if r.cell == cell.id]
         counts = f"{sum(r.status == 'finished' for r in rows)}/{sum(r.status == 'pruned' for r in rows)}/" \
                  f"{sum(r.status == 'failed' for r in rows)}"
         params, finals = cell_result(plan, rows)
         shown = ", ".join(f"{k.split('.', 1)[-1]}={_fmt(v)}" for k, v in (params or {}).items()) or "-"
-        finals = [v * scale for v in finals]
+        finals = [v * measure.scale for v in finals]
         if finals:
             std = statistics.stdev(finals) if len(finals) > 1 else 0.0
             result = f"{statistics.fmean(finals):.2f} +- {std:.2f} (n={len(finals)})"
@@ -480,8 +470,8 @@ def summary(plan: Plan, records: List[Record]) -> str:
             result = "-"
         paper = f"{cell.paper:g}" if cell.paper is not None else "-"
         lines.append(f"{cell.id:<36} {counts:>18}  {shown:<30} {result:>26}  {paper}")
-    if scale == 100.0:
-        lines.append(f"(test {metric} in percent, as the paper reports it)")
+    if measure.unit == "%":
+        lines.append(f"({test} in percent, as the paper reports it)")
     return "\n".join(lines)
 
 

@@ -1,0 +1,362 @@
+"""Expanding a study into cells for one profile, and checking every setting against the registered
+components.
+
+Each group expands to the product of its grid (axes ordered as ``uwbench.axes.id_rank``); a cell's id is
+the group name followed by one token per grid value (``uwbench.axes.id_token``). Settings apply with
+this precedence: the values named in a cell's id > the profile > the group's ``set`` and linked axes >
+``fixed``. ``fixed`` and profile settings apply where the component has the key (an error when no cell
+has it); the group's settings are strict. Components not registered yet make the plan *wait*
+(``Plan.waits_for``) instead of failing.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import fnmatch
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from uwbench import axes
+from uwbench.config import ConfigError
+from uwbench.spec.errors import SpecError
+from uwbench.spec.hash import plan_hash
+from uwbench.spec.plan import Cell, Plan
+from uwbench.spec.plugins import import_plugins
+from uwbench.spec.schema import BASE_PROFILE, SECTIONS, ChoiceParam, Group, Profile, StudySpec
+
+Fail = Callable[[str], SpecError]
+
+
+def load_plan(path: str, profile: Optional[str] = None) -> Plan:
+    from uwbench.spec.load import load
+
+    return expand(load(path), profile, path)
+
+
+def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>") -> Plan:
+    """Resolve ``spec`` for ``profile`` (default: the study's default profile) and expand its cells.
+
+    Checks every setting against the registered components: keys must exist and values must be
+    accepted by the components' config dataclasses."""
+    import_plugins()
+    profile = profile or spec.default_profile
+    prof = _profile(spec, profile, path)
+
+    def fail(msg: str) -> SpecError:
+        return SpecError(f"{path}: {msg}")
+
+    groups = _groups_with_profile_grid(spec, prof, f"{path}: profiles.{profile}")
+    ctx = _Context(train_fields=_train_fields())
+    cells: List[Cell] = []
+    seen: Dict[str, str] = {}
+    overlays = [("fixed", spec.fixed.task, spec.fixed.model, spec.fixed.train),
+                (f"profiles.{profile}", prof.task, prof.model, prof.train)]
+    for gi, group in enumerate(groups):
+        for cell in _group_cells(spec, group, f"cells[{gi}]", overlays, ctx, fail):
+            if cell.id in seen:
+                raise fail(f"cells[{gi}]: cell id {cell.id!r} is produced twice (also by {seen[cell.id]}); give "
+                           "the groups distinct `name`s")
+            seen[cell.id] = f"cells[{gi}]"
+            cells.append(cell)
+
+    _check_cells(cells, fail)
+    _check_lenient(ctx, cells, fail)
+    cells = _profile_cells(prof, cells, f"{path}: profiles.{profile}")
+    search = {**spec.search, **prof.search}
+    _check_search(search, cells, ctx.train_fields, fail)
+    cells = _with_paper_values(spec, profile, cells, set(seen), fail)
+    return _plan(spec, profile, prof, path, cells, search, ctx.waits, fail)
+
+
+# --------------------------------------------------------------------------------------------------
+# Steps of the expansion
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    train_fields: set
+    waits: List[str] = field(default_factory=list)  # "task name" / "model name" not registered yet
+    lenient_hits: Dict[Tuple[str, str, str], bool] = field(default_factory=dict)  # (origin, section, key) -> used
+
+
+def _profile(spec: StudySpec, profile: str, path: str) -> Profile:
+    known = sorted({BASE_PROFILE, *spec.profiles})
+    if profile not in known:
+        raise SpecError(f"{path}: profile {profile!r} is not defined; known profiles: {', '.join(known)}")
+    return spec.profiles.get(profile, Profile())
+
+
+def _groups_with_profile_grid(spec: StudySpec, prof: Profile, where: str) -> List[Group]:
+    """The groups, with the profile's replacement values for grid axes."""
+    groups = [g.model_copy(deep=True) for g in spec.cells]
+    for axis, values in prof.grid.items():
+        hit = False
+        for g in groups:
+            if axis in g.grid:
+                g.grid[axis] = list(values)
+                hit = True
+        if not hit:
+            raise SpecError(f"{where}.grid.{axis}: no group has this grid axis "
+                            f"(axes: {', '.join(sorted({a for g in spec.cells for a in g.grid})) or 'none'})")
+    return groups
+
+
+def _combos(group: Group) -> Iterator[List[Tuple[str, Any]]]:
+    """Every point of a group's grid: [(axis, value)] in cell-id order."""
+    names = sorted(group.grid, key=axes.id_rank)
+    for combo in itertools.product(*(group.grid[a] for a in names)) if names else [()]:
+        yield list(zip(names, combo))
+
+
+def _group_cells(spec: StudySpec, group: Group, where: str, overlays, ctx: _Context, fail: Fail) -> Iterator[Cell]:
+    from uwbench.registry import MODELS, TASKS
+
+    for point in _combos(group):
+        cfg, cell_axes, tokens = _point_config(spec, group, point)
+        task_name, model_name = cfg["task"]["name"], group.model
+        fields = {"task": _fields_of(TASKS, task_name), "model": _fields_of(MODELS, model_name),
+                  "train": ctx.train_fields}
+        for kind, name in (("task", task_name), ("model", model_name)):
+            if fields[kind] is None and f"{kind} {name}" not in ctx.waits:
+                ctx.waits.append(f"{kind} {name}")
+        id_paths = {a for a, _ in point if "." in a}  # scalar axes: their values name the cell
+        _apply_overlays(cfg, overlays, fields, id_paths, ctx)
+        label = _label(group, cfg, fields, where, fail)
+        yield Cell(id="-".join(tokens), label=label, group=group.name or group.model, model=model_name,
+                   task=task_name, axes=cell_axes, config=cfg)
+
+
+def _point_config(spec: StudySpec, group: Group, point: List[Tuple[str, Any]]):
+    """A grid point's config (the study's task, the group's model and settings, the grid values), its axes
+    and its cell-id tokens."""
+    cfg: Dict[str, Dict[str, Any]] = {"task": dict(spec.task), "model": {"name": group.model}, "train": {}}
+    cell_axes: Dict[str, Any] = {}
+    tokens = [group.name or group.model]
+    for section in SECTIONS:
+        cfg[section].update(getattr(group.set, section))
+    for axis, value in point:
+        if isinstance(value, dict):  # a linked axis: an id and several settings
+            cell_axes[axis] = value["id"]
+            tokens.append(re.sub(r"[^A-Za-z0-9_.]+", "", str(value["id"])))
+            for key, v in value.items():
+                if key != "id":
+                    _set_path(cfg, key, v)
+        else:
+            cell_axes[axis] = value
+            tokens.append(axes.id_token(axis, value))
+            _set_path(cfg, axis, value)
+    return cfg, cell_axes, tokens
+
+
+def _apply_overlays(cfg, overlays, fields, id_paths, ctx: _Context) -> None:
+    """``fixed`` and profile settings, where the component has the key (precedence: see the module)."""
+    base = {s: dict(cfg[s]) for s in SECTIONS}
+    for origin, t, m, tr in overlays:
+        for section, values in (("task", t), ("model", m), ("train", tr)):
+            for key, value in values.items():
+                marker = (origin, section, key)
+                ctx.lenient_hits.setdefault(marker, False)
+                if fields[section] is not None and key not in fields[section]:
+                    continue
+                ctx.lenient_hits[marker] = True
+                if f"{section}.{key}" in id_paths:
+                    continue
+                if origin == "fixed" and key in base[section]:
+                    continue
+                cfg[section][key] = value
+
+
+def _label(group: Group, cfg, fields, where: str, fail: Fail) -> str:
+    """The cell's display name: the group's ``label`` with ``{section.key}`` placeholders filled from the
+    cell's config (defaults included where the components are registered)."""
+    template = group.label or group.name or group.model
+    values = _resolved_or_raw(cfg)
+    ns = {s: _Section(s, values.get(s, {}), fields[s]) for s in SECTIONS}
+    try:
+        return template.format_map(ns)
+    except _UnknownPlaceholder as exc:
+        raise fail(f"{where}.label: {exc}; in {template!r}") from None
+    except KeyError as exc:
+        raise fail(f"{where}.label: placeholder {{{exc.args[0]}...}} in {template!r}: a placeholder is "
+                   f"{{section.key}} with section one of {', '.join(SECTIONS)}") from None
+    except (ValueError, IndexError, AttributeError) as exc:
+        raise fail(f"{where}.label: cannot fill {template!r}: {exc}") from None
+
+
+def _resolved_or_raw(cfg) -> Dict[str, Dict[str, Any]]:
+    """The config with the components' defaults filled in; the config as written when a component is not
+    registered or a value is rejected (reported with the cell by ``_check_cells``)."""
+    from uwbench.registry import MODELS, TASKS
+    from uwbench.training.config import resolve_run
+
+    if cfg["task"].get("name") in TASKS and cfg["model"].get("name") in MODELS:
+        try:
+            return resolve_run(cfg).as_dict()
+        except (ConfigError, TypeError, ValueError):
+            pass
+    return cfg
+
+
+class _UnknownPlaceholder(Exception):
+    pass
+
+
+class _Section:
+    """``{model.writer}`` in label templates: a component's settings; an unknown key is an error naming
+    the valid ones (when the component is registered; otherwise it renders empty)."""
+
+    def __init__(self, section: str, values: Mapping[str, Any], fields: Optional[set]):
+        self.__dict__.update(values)
+        self.__dict__["_uw_section"] = section
+        self.__dict__["_uw_fields"] = fields
+
+    def __getattr__(self, name):
+        fields = self.__dict__["_uw_fields"]
+        if fields is None:
+            return ""  # a component not registered yet: its keys are not known
+        section = self.__dict__["_uw_section"]
+        valid = sorted(fields | ({"name"} if section != "train" else set()))
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        hint = f" (did you mean {{{section}.{close[0]}}}?)" if close else ""
+        raise _UnknownPlaceholder(f"placeholder {{{section}.{name}}} is not a {section} setting{hint}; valid: "
+                                  + ", ".join(f"{section}.{k}" for k in valid))
+
+
+def _set_path(config: Dict[str, Dict[str, Any]], path: str, value: Any) -> None:
+    section, key = path.split(".", 1)
+    config.setdefault(section, {})[key] = value
+
+
+def _fields_of(registry, name: str) -> Optional[set]:
+    """The config keys of a registered component (None if it is not registered yet)."""
+    import dataclasses
+
+    if name not in registry:
+        return None
+    cfg = registry.entry(name).config
+    return {f.name for f in dataclasses.fields(cfg)} if cfg else set()
+
+
+def _train_fields() -> set:
+    import dataclasses
+
+    from uwbench.training.config import TrainConfig
+
+    return {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def _check_cells(cells: Sequence[Cell], fail: Fail) -> None:
+    """Strict keys and values: every cell whose components are registered must resolve."""
+    from uwbench.registry import MODELS, TASKS
+    from uwbench.training.config import resolve_run
+
+    for cell in cells:
+        if cell.task in TASKS and cell.model in MODELS:
+            try:
+                resolve_run(cell.config)
+            except ConfigError as exc:
+                raise fail(f"cell {cell.id}: {exc}") from None
+        _check_names(cell.config, f"cell {cell.id}", fail)
+
+
+def _check_lenient(ctx: _Context, cells: Sequence[Cell], fail: Fail) -> None:
+    """A ``fixed`` or profile setting that no cell's component has is a typo."""
+    from uwbench.registry import MODELS, TASKS
+
+    for (origin, section, key), hit in ctx.lenient_hits.items():
+        if hit:
+            continue
+        if section == "train":
+            known = sorted(ctx.train_fields)
+        else:
+            registry = TASKS if section == "task" else MODELS
+            known = sorted({f for c in cells for f in (_fields_of(registry, getattr(c, section)) or ())})
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise fail(f"{origin}.{section}.{key}: no cell's {section} has the key {key!r}{hint}; "
+                   f"allowed: {', '.join(known)}")
+
+
+def _profile_cells(prof: Profile, cells: List[Cell], where: str) -> List[Cell]:
+    """The cells a profile keeps (``cells``: fnmatch patterns, each must match)."""
+    if prof.cells is None:
+        return cells
+    for pattern in prof.cells:
+        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cells):
+            raise SpecError(f"{where}.cells: pattern {pattern!r} matches no cell; cells: "
+                            f"{', '.join(c.id for c in cells)}")
+    return [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in prof.cells)]
+
+
+def _with_paper_values(spec: StudySpec, profile: str, cells: List[Cell], all_ids: set, fail: Fail) -> List[Cell]:
+    paper_values = spec.paper.values if spec.paper else {}
+    for cid in paper_values if profile == BASE_PROFILE else ():  # profiles may rename cells (smaller grids)
+        if cid not in all_ids:
+            close = difflib.get_close_matches(cid, sorted(all_ids), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise fail(f"paper.values.{cid}: no such cell{hint}; cells: {', '.join(sorted(all_ids))}")
+    return [Cell(**{**c.__dict__, "paper": paper_values.get(c.id)}) for c in cells]
+
+
+def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search, waits, fail: Fail) -> Plan:
+    seeds = list(prof.seeds if prof.seeds is not None else spec.seeds)
+    final_seeds = list(prof.final_seeds if prof.final_seeds is not None else spec.final_seeds)
+    if spec.mode == "tuned" and set(seeds) & set(final_seeds):
+        raise fail(f"final_seeds {final_seeds} must be fresh: they overlap the search seeds {seeds}")
+    plan = Plan(spec=spec, profile=profile, path=path, cells=cells, mode=spec.mode, seeds=seeds,
+                final_seeds=final_seeds, search=search, objective=spec.objective, budget=prof.budget or spec.budget,
+                pruning=prof.pruning or spec.pruning, spec_hash="", waits_for=waits)
+    plan.spec_hash = plan_hash(plan)
+    return plan
+
+
+# --------------------------------------------------------------------------------------------------
+# Component names and the search space
+# --------------------------------------------------------------------------------------------------
+
+
+def _named_registries():
+    """Model settings whose values name registered components (checked with a did-you-mean)."""
+    from uwbench.registry import CONTROLLERS, WRITERS
+
+    return {"writer": WRITERS, "controller": CONTROLLERS}
+
+
+def _check_names(config, where: str, fail: Fail) -> None:
+    for key, registry in _named_registries().items():
+        value = config.get("model", {}).get(key)
+        if isinstance(value, str) and value not in registry:
+            raise fail(f"{where}: model.{key}: {registry.unknown_message(value)}")
+
+
+def _check_search(search, cells, train_fields, fail: Fail) -> None:
+    """Each searched key must exist for every cell, and its bounds must be accepted by the config."""
+    from uwbench.registry import MODELS, TASKS
+    from uwbench.training.config import resolve_run
+
+    for key, param in search.items():
+        section, name = key.split(".", 1)
+        for cell in cells:
+            registry = {"task": TASKS, "model": MODELS}.get(section)
+            comp = cell.task if section == "task" else cell.model
+            fields = train_fields if section == "train" else _fields_of(registry, comp)
+            if fields is None:
+                continue
+            if name not in fields:
+                close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.5)
+                hint = f" (did you mean {section}.{close[0]}?)" if close else ""
+                raise fail(f"search.{key}: {section} {comp!r} of cell {cell.id} has no key {name!r}{hint}; "
+                           f"allowed: {', '.join(sorted(fields))}")
+            if cell.task in TASKS and cell.model in MODELS:
+                probes = param.values if isinstance(param, ChoiceParam) else [param.low, param.high]
+                for value in probes:
+                    cfg = copy.deepcopy(cell.config)
+                    cfg[section][name] = value
+                    _check_names(cfg, f"search.{key}: value {value!r} for cell {cell.id}", fail)
+                    try:
+                        resolve_run(cfg)
+                    except ConfigError as exc:
+                        raise fail(f"search.{key}: value {value!r} is not accepted for cell {cell.id}: {exc}") from None

@@ -1,0 +1,66 @@
+"""What a study expands to: ``Cell`` (one point of a study's grid) and ``Plan`` (a study resolved for
+one profile: its cells, seeds, search space, objective, budget, pruning and spec hash)."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from uwbench.spec.schema import Budget, Objective, Pruning, StudySpec
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of a study's grid: a model on a task with settings; searched or run over seeds."""
+
+    id: str
+    label: str
+    group: str
+    model: str
+    task: str
+    axes: Dict[str, Any]  # this cell's grid values, by axis
+    config: Dict[str, Dict[str, Any]]  # the run config before search params and seed
+    paper: Optional[float] = None
+
+
+@dataclass
+class Plan:
+    """A study resolved for one profile: what a sweep runs."""
+
+    spec: StudySpec
+    profile: str
+    path: str
+    cells: List[Cell]
+    mode: str
+    seeds: List[int]
+    final_seeds: List[int]
+    search: Dict[str, Any]
+    objective: Objective
+    budget: Optional[Budget]
+    pruning: Pruning
+    spec_hash: str
+    waits_for: List[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def grid_points(self) -> List[Dict[str, Any]]:
+        """Faithful mode: every combination of the (choice-only) search space."""
+        keys = list(self.search)
+        combos = itertools.product(*(self.search[k].values for k in keys))
+        return [dict(zip(keys, combo)) for combo in combos]
+
+    def runs_per_cell(self) -> int:
+        if self.mode == "faithful":
+            return len(self.grid_points()) * len(self.seeds)
+        return self.budget.n_trials + len(self.final_seeds)
+
+    def n_runs(self) -> int:
+        return self.runs_per_cell() * len(self.cells)
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)

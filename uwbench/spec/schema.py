@@ -1,0 +1,298 @@
+"""The study-file schema (pydantic): every model forbids unknown keys and names the allowed ones.
+
+The file format is documented in ``studies/README.md``; the validators here check what one file can
+check alone (keys, ranges, modes, profiles); ``uwbench.spec.expand`` checks the settings against the
+registered components.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Annotated, Any, Dict, List, Literal, Mapping, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import field_validator, model_validator
+
+from uwbench import metrics
+
+SECTIONS = ("task", "model", "train")
+KEY_PATTERN = re.compile(r"^(task|model|train)\.[a-z_][a-z0-9_]*$")
+ID_PATTERN = r"^[a-z0-9][a-z0-9_]*$"
+REQUIRED_PROFILES = ("cpu", "smoke")
+BASE_PROFILE = "paper"  # the file as written; other profiles are overlays on it
+
+Scalar = Union[StrictBool, StrictInt, StrictFloat, StrictStr, None]
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are an error that lists the allowed keys (and a close match)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            allowed = sorted(cls.model_fields)
+            for key in data:
+                if key not in cls.model_fields:
+                    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise ValueError(f"unknown key {key!r}{hint}; allowed keys: {', '.join(allowed)}")
+        return data
+
+
+def _check_range(low, high, log: bool) -> None:
+    """The bounds of a float or int search range (Optuna's rules)."""
+    if not low < high:
+        raise ValueError(f"`low < high` must hold, got low={low}, high={high}")
+    if log and low <= 0:
+        raise ValueError(f"a log-scale range needs `low > 0`, got low={low}")
+
+
+class FloatParam(Strict):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: Optional[float] = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        _check_range(self.low, self.high, self.log)
+        if self.log and self.step is not None:
+            raise ValueError("`log` and `step` cannot both be set (Optuna's rule)")
+        if self.step is not None and self.step <= 0:
+            raise ValueError(f"`step > 0` must hold, got {self.step}")
+        return self
+
+
+class IntParam(Strict):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = 1
+
+    @model_validator(mode="after")
+    def _check(self):
+        _check_range(self.low, self.high, self.log)
+        if self.log and self.step != 1:
+            raise ValueError("`log` needs `step: 1` (Optuna's rule)")
+        if self.step < 1:
+            raise ValueError(f"`step >= 1` must hold, got {self.step}")
+        return self
+
+
+class ChoiceParam(Strict):
+    type: Literal["choice"]
+    values: List[Union[StrictBool, StrictInt, StrictFloat, StrictStr]] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _unique(cls, values):
+        if len({json.dumps(v) for v in values}) != len(values):
+            raise ValueError(f"choice values must be distinct, got {values}")
+        return values
+
+
+Param = Annotated[Union[FloatParam, IntParam, ChoiceParam], Field(discriminator="type")]
+
+
+class Sections(Strict):
+    """Settings per run-config section (the keys of each component's config dataclass)."""
+
+    task: Dict[str, Scalar] = {}
+    model: Dict[str, Scalar] = {}
+    train: Dict[str, Scalar] = {}
+
+
+class Objective(Strict):
+    metric: Literal[metrics.objective_keys()] = "eval_accuracy"
+    direction: Literal["maximize", "minimize"] = "maximize"
+
+    @model_validator(mode="after")
+    def _check(self):
+        want = metrics.get(self.metric).direction
+        if self.direction != want:
+            raise ValueError(f"objective {self.metric} must be paired with direction: {want}, got {self.direction}")
+        return self
+
+    @property
+    def run_metric(self) -> str:
+        """The MLflow metric of a finished run that holds the objective value."""
+        return metrics.get(self.metric).run_metric.key
+
+    @property
+    def as_metric(self) -> metrics.Metric:
+        """The objective as data (split, measure, direction)."""
+        return metrics.get(self.metric)
+
+
+class Budget(Strict):
+    n_trials: int = Field(ge=1)
+
+
+class Pruning(Strict):
+    """``median``: stop a trial below the median of earlier ones at the same step (Optuna MedianPruner,
+    Ray MedianStoppingRule); ``asha``: asynchronous successive halving (Optuna SuccessiveHalvingPruner,
+    Ray ASHAScheduler); ``none``. Steps are counted in evaluations (every ``train.eval_every`` updates)."""
+
+    type: Literal["median", "asha", "none"] = "median"
+    n_startup_trials: int = Field(default=3, ge=0)  # median: trials that are never pruned
+    warmup_evals: int = Field(default=1, ge=0)  # median: evaluations before a trial can be pruned
+    min_evals: int = Field(default=1, ge=1)  # asha: evaluations in the first rung (grace period)
+    reduction_factor: int = Field(default=3, ge=2)  # asha
+
+
+class Group(Strict):
+    model: str
+    name: Optional[str] = Field(default=None, pattern=ID_PATTERN)  # cell-id prefix (default: the model)
+    label: Optional[str] = None  # display name; may use {task.x}/{model.x}/{train.x} placeholders
+    set: Sections = Sections()  # this group's settings (strict: the group's model must have the key)
+    grid: Dict[str, Union[List[Scalar], List[Dict[str, Scalar]]]] = {}
+
+    @model_validator(mode="after")
+    def _check(self):
+        if "name" in self.set.model:
+            raise ValueError("set.model.name is not allowed: the group's `model` names the model")
+        for axis, values in self.grid.items():
+            if not values:
+                raise ValueError(f"grid axis {axis!r} has no values")
+            linked = isinstance(values[0], dict)
+            if linked:
+                if KEY_PATTERN.match(axis):
+                    raise ValueError(f"grid axis {axis!r} lists mappings, so it is a linked axis and must be "
+                                     "a plain name (e.g. `dataset`), not a section.key path")
+                for entry in values:
+                    if not isinstance(entry, dict) or "id" not in entry:
+                        raise ValueError(f"every entry of linked grid axis {axis!r} needs an `id`, got {entry!r}")
+                    for key in entry:
+                        if key != "id" and not KEY_PATTERN.match(key):
+                            raise ValueError(f"linked grid axis {axis!r}: key {key!r} must be section.key "
+                                             f"with section one of {', '.join(SECTIONS)}")
+            else:
+                if not KEY_PATTERN.match(axis):
+                    raise ValueError(f"grid axis {axis!r} must be section.key with section one of "
+                                     f"{', '.join(SECTIONS)} (or a linked axis: a list of mappings)")
+                if axis == "model.name":
+                    raise ValueError("grid axis model.name is not allowed: use one group per model")
+                if any(isinstance(v, dict) for v in values):
+                    raise ValueError(f"grid axis {axis!r} mixes values and mappings")
+                if len({json.dumps(v) for v in values}) != len(values):
+                    raise ValueError(f"grid axis {axis!r} has repeated values {values}")
+        return self
+
+
+class Paper(Strict):
+    """The paper's reported numbers, for the report (never used to train)."""
+
+    source: str  # e.g. "Table 1"
+    metric: Literal["test_accuracy", "test_mse", "training_time_reduction"]
+    unit: Literal["percent", "fraction", "mse"]
+    values: Dict[str, float] = {}  # cell id -> value
+    notes: str = ""
+
+
+class Profile(Strict):
+    """An overlay on the study: sizes, budget and seeds for a machine or a test."""
+
+    description: str = ""
+    task: Dict[str, Scalar] = {}  # forced on every cell whose task has the key
+    model: Dict[str, Scalar] = {}  # forced on every cell whose model has the key
+    train: Dict[str, Scalar] = {}
+    grid: Dict[str, List[Scalar]] = {}  # replace the values of a grid axis in every group that has it
+    cells: Optional[List[str]] = None  # keep only the cells matching these patterns (fnmatch)
+    seeds: Optional[List[int]] = None
+    final_seeds: Optional[List[int]] = None
+    budget: Optional[Budget] = None
+    pruning: Optional[Pruning] = None
+    search: Dict[str, Param] = {}  # replace these entries of the search space
+
+
+class StudySpec(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    title: str
+    question: str
+    artifact: str  # the paper table or figure, e.g. "Table 1"
+    mode: Literal["faithful", "tuned"]
+    task: Dict[str, Scalar]
+    fixed: Sections = Sections()
+    cells: List[Group] = Field(min_length=1)
+    seeds: List[int] = Field(default=[0], min_length=1)
+    final_seeds: List[int] = []
+    search: Dict[str, Param] = {}
+    objective: Objective = Objective()
+    budget: Optional[Budget] = None
+    pruning: Pruning = Pruning()
+    profiles: Dict[str, Profile]
+    default_profile: str = BASE_PROFILE
+    paper: Optional[Paper] = None
+    notes: str = ""
+    deviations: List[str] = []  # this study's departures from the paper (listed in studies/README.md)
+
+    @model_validator(mode="after")
+    def _check(self):
+        if "name" not in self.task:
+            raise ValueError("task.name is required (the study's task, e.g. `task: {name: copy}`)")
+        for key in self.search:
+            if not KEY_PATTERN.match(key):
+                raise ValueError(f"search key {key!r} must be section.key with section one of {', '.join(SECTIONS)}")
+            if key in ("task.name", "model.name", "train.seed"):
+                raise ValueError(f"search key {key!r} cannot be searched (use cell groups or seeds)")
+        for name in REQUIRED_PROFILES:
+            if name not in self.profiles:
+                raise ValueError(f"profiles.{name} is required (every study defines: {', '.join(REQUIRED_PROFILES)})")
+        for name in self.profiles:
+            if not re.match(ID_PATTERN, name):
+                raise ValueError(f"profile name {name!r} must match {ID_PATTERN}")
+        known = sorted({BASE_PROFILE, *self.profiles})
+        if self.default_profile not in known:
+            raise ValueError(f"default_profile {self.default_profile!r} is not a profile; known: {', '.join(known)}")
+        _check_seeds("seeds", self.seeds)
+        if self.mode == "tuned":
+            if not self.search:
+                raise ValueError("mode: tuned needs a `search` space")
+            if self.budget is None:
+                raise ValueError("mode: tuned needs `budget: {n_trials: N}` (trials per cell)")
+            if not self.final_seeds:
+                raise ValueError("mode: tuned needs `final_seeds` (the best config of each cell is re-run on them)")
+            _check_seeds("final_seeds", self.final_seeds)
+        else:
+            _check_faithful(self.search, "search", self.budget, self.final_seeds)
+        for name, prof in self.profiles.items():
+            if self.mode == "faithful":
+                _check_faithful(prof.search, f"profiles.{name}.search", prof.budget, prof.final_seeds or [])
+            for key in prof.search:
+                if key not in self.search:
+                    raise ValueError(f"profiles.{name}.search.{key}: not in the study's search space "
+                                     f"(a profile replaces entries; known: {', '.join(self.search) or 'none'})")
+            for section in SECTIONS:
+                if "name" in getattr(prof, section):
+                    raise ValueError(f"profiles.{name}.{section}.name: a profile cannot change the {section}")
+            if prof.seeds is not None:
+                _check_seeds(f"profiles.{name}.seeds", prof.seeds)
+        for section in SECTIONS:
+            if "name" in getattr(self.fixed, section):
+                raise ValueError(f"fixed.{section}.name is not allowed (use `task.name` or the groups' `model`)")
+        return self
+
+
+def _check_seeds(where: str, seeds: List[int]) -> None:
+    if not seeds:
+        raise ValueError(f"{where} must list at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{where} has repeated seeds {seeds}")
+
+
+def _check_faithful(search, where, budget, final_seeds) -> None:
+    for key, param in search.items():
+        if not isinstance(param, ChoiceParam):
+            raise ValueError(f"{where}.{key}: mode: faithful runs the paper's grid, so every search entry must "
+                             f"be `{{type: choice, values: [...]}}`, got type: {param.type}")
+    if budget is not None:
+        raise ValueError("budget applies to mode: tuned only (a faithful study runs every grid point x seed)")
+    if final_seeds:
+        raise ValueError("final_seeds applies to mode: tuned only (a faithful study runs its `seeds`)")
+
