@@ -228,10 +228,11 @@ def test_parameter_count_matches_paper():
 
 def test_params_reconciliation_matches_paper(capsys):
     from uwbench.cli import main
+    from uwbench.config import as_dict
     from uwbench.models.params import param_report
 
     cfg = MANNConfig()
-    r = param_report("ntm", _model(**vars(cfg)), cfg, 10, 10)
+    r = param_report("ntm", _model(**as_dict(cfg)), cfg, 10, 10)
     assert dict(r.parts) == {"controller": 70_600, "memory": 72, "w_xi": 26_800, "w_y": 1_000, "w_r": 640}
     assert r.unused == [] and r.tf_total == r.ours == 99_112 and r.paper[1] == 99_112
     assert param_report("ntm", _model(memory_size=5), MANNConfig(memory_size=5), 10, 10).paper is None

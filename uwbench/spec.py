@@ -425,6 +425,9 @@ class Cell:
     axes: Dict[str, Any]  # this cell's grid values, by axis
     config: Dict[str, Dict[str, Any]]  # the run config before search params and seed
     paper: Optional[float] = None
+    # shared settings (fixed, profile) that do not apply to this cell's parts, e.g. a cache size given to
+    # every cell of a model whose writer here has none: left out of ``config``, kept in the plan's hash
+    inert: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -503,14 +506,15 @@ class _Section:
         return ""
 
 
-def _fields_of(registry, name: str) -> Optional[set]:
-    """The config keys of a registered component (None if it is not registered yet)."""
-    import dataclasses
+def _fields_of(registry, name: str, values: Optional[Mapping[str, Any]] = None) -> Optional[set]:
+    """The config keys of a registered component (None if it is not registered yet): with ``values``,
+    those of the parts they choose (a model's writer); without, those of any choice."""
+    from uwbench.config import section_keys
 
     if name not in registry:
         return None
     cfg = registry.entry(name).config
-    return {f.name for f in dataclasses.fields(cfg)} if cfg else set()
+    return section_keys(cfg, values) if cfg else set()
 
 
 def _train_fields() -> set:
@@ -607,6 +611,7 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
                             if origin == "fixed" and key in base[section]:
                                 continue
                             cfg[section][key] = value
+            inert = _split_inert(cfg, base, overlays, model_fields and _fields_of(MODELS, model_name, cfg["model"]))
             cell_id = "-".join(tokens)
             if cell_id in seen:
                 raise fail(f"{gwhere}: cell id {cell_id!r} is produced twice (also by {seen[cell_id]}); give the "
@@ -618,16 +623,16 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
             except (KeyError, ValueError, IndexError) as exc:
                 raise fail(f"{gwhere}.label: cannot fill {group.label!r}: {exc}") from None
             cells.append(Cell(id=cell_id, label=label, group=group.name or group.model, model=model_name,
-                              task=task_name, axes=cell_axes, config=cfg))
+                              task=task_name, axes=cell_axes, config=cfg, inert=inert))
 
     # strict keys: check every cell whose components are registered
     for cell in cells:
+        _check_names(cell.config, f"cell {cell.id}", fail)
         if cell.task in TASKS and cell.model in MODELS:
             try:
                 resolve_run(cell.config)
             except ConfigError as exc:
                 raise fail(f"cell {cell.id}: {exc}") from None
-        _check_names(cell.config, f"cell {cell.id}", fail)
 
     for (origin, section, key), hit in lenient_hits.items():
         if not hit:
@@ -673,6 +678,17 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
     return plan
 
 
+def _split_inert(cfg: Dict[str, Dict[str, Any]], base, overlays, model_keys) -> Dict[str, Dict[str, Any]]:
+    """Move the shared (fixed, profile) model settings that the cell's model has for some writer but not
+    for its own (``model_keys``) out of ``cfg``; the group's own settings (``base``) stay, so a wrong one
+    is an error."""
+    if not model_keys:
+        return {}
+    shared = {key for _, _, m, _ in overlays for key in m if key not in base["model"]}
+    moved = {key: cfg["model"].pop(key) for key in sorted(shared) if key in cfg["model"] and key not in model_keys}
+    return {"model": moved} if moved else {}
+
+
 def _named_registries():
     """Model settings whose values name registered components (checked with a did-you-mean)."""
     from uwbench.registry import CONTROLLERS, WRITERS
@@ -697,7 +713,7 @@ def _check_search(search, cells, train_fields, fail) -> None:
         for cell in cells:
             registry = {"task": TASKS, "model": MODELS}.get(section)
             comp = cell.task if section == "task" else cell.model
-            fields = train_fields if section == "train" else _fields_of(registry, comp)
+            fields = train_fields if section == "train" else _fields_of(registry, comp, cell.config[section])
             if fields is None:
                 continue
             if name not in fields:
@@ -725,7 +741,7 @@ def plan_hash(plan: Plan) -> str:
         "id": plan.spec.id,
         "profile": plan.profile,
         "mode": plan.mode,
-        "cells": [[c.id, c.config] for c in plan.cells],
+        "cells": [[c.id, {s: {**c.inert.get(s, {}), **v} for s, v in c.config.items()}] for c in plan.cells],
         "seeds": plan.seeds,
         "final_seeds": plan.final_seeds,
         "search": {k: v.model_dump() for k, v in sorted(plan.search.items())},
