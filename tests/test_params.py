@@ -1,4 +1,4 @@
-"""Parameter counts pinned against the paper's Table 1 (reference §5.2) and the `uwbench params` command."""
+"""Parameter counts pinned against the paper's Table 1 (docs/reference.md §9.2) and the `uwbench params` command."""
 from __future__ import annotations
 
 import pytest

@@ -393,17 +393,21 @@ def test_document_task_trains_with_the_trainer(tmp_path):
     assert result.status == "finished" and 0 <= result.test <= 1
 
 
-def test_trainable_embedding_learns_once_attached(tmp_path):
+def test_trainable_embedding_is_the_models_input_module_and_learns(tmp_path):
     doc_fixture(str(tmp_path))
     task = make_task("ag_news", data_dir=str(tmp_path), embedding="trainable", embedding_dim=6)
     g = torch.Generator().manual_seed(0)
-    with pytest.raises(RuntimeError, match="attach_to"):
+    with pytest.raises(RuntimeError, match="a model built with this task"):
         task.sample(4, g)
     from uwbench.models.base import build_model
 
-    model = build_model("lstm", task.input_size, task.output_size, {"hidden_size": 8, "controller": "lstm"})
-    task.attach_to(model)
+    values = {"hidden_size": 8, "controller": "lstm"}
+    bare = build_model("lstm", task.input_size, task.output_size, values)
+    model = build_model("lstm", task.input_size, task.output_size, values, task=task)
+    assert model.task_embedding is task.embedding  # the builder gave it to the model; the task changed nothing
     assert any(p is task.embedding.weight for p in model.parameters())
+    assert model.num_parameters() == bare.num_parameters() + task.embedding.weight.numel()
+    assert "task_embedding.weight" in model.state_dict()  # saved with the model's checkpoint
     before = task.embedding.weight.detach().clone()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     batch = task.sample(8, g)

@@ -105,10 +105,11 @@ def enable_compile(model, model_name: str) -> None:
 
 
 def build_components(run: ResolvedRun, device: torch.device):
-    task = TASKS.get(run.task_name)(run.task_cfg)
-    model = MODELS.get(run.model_name)(run.model_cfg, input_size=task.input_size,
-                                       output_size=task.output_size, task=task)
-    task.attach_to(model)  # task-owned trainable parameters (e.g. a trainable embedding) join the model
+    from uwbench.models.base import build_model
+    from uwbench.tasks import build_task
+
+    task = build_task(run.task_name, run.task_cfg)
+    model = build_model(run.model_name, task.input_size, task.output_size, run.model_cfg, task=task)
     return task, model.to(device)
 
 
