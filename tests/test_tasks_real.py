@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from uwbench.errors import DataNotFoundError
-from uwbench.registry import TASKS
+from uwbench.tasks import build_task
 from uwbench.tasks import documents as docs
 from uwbench.tasks import pixels, sinusoid
 from uwbench.tasks.realdata import DATA_ENV, LazyBatches
@@ -30,10 +30,7 @@ def _one_thread():
 
 
 def make_task(name, **values):
-    from uwbench.config import build
-
-    entry = TASKS.entry(name)
-    return entry.factory(build(entry.config, values, f"task ({name})"))
+    return build_task(name, values)
 
 
 # ---------------------------------------------------------------------------------------- sinusoid

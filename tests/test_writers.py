@@ -10,7 +10,8 @@ from conftest import fit_and_score
 from uwbench.config import build
 from uwbench.models.base import build_model
 from uwbench.models.memory_base import MANNConfig
-from uwbench.registry import TASKS, WRITERS
+from uwbench.registry import WRITERS
+from uwbench.tasks import build_task
 from uwbench.writing.cached_uniform import CacheAttention
 from uwbench.writing.random import RandomWriter
 
@@ -20,8 +21,7 @@ ALL = ["regular", "uniform", "cached_uniform", "random"]
 
 
 def copy_task(seq_len):
-    entry = TASKS.entry("copy")
-    return entry.factory(build(entry.config, {"seq_len": seq_len}, "task (copy)"))
+    return build_task("copy", {"seq_len": seq_len})
 
 
 def writer(name, max_steps=51, **values):
