@@ -152,7 +152,7 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     for part in parts_of(cls):
         name = part.chosen(cls, values)
         if name not in part.registry:
-            raise ConfigError(f"{where}.{part.name_field}: {part.registry.unknown_message(name)}")
+            raise ConfigError(f"{where}: {part.name_field}: {part.registry.unknown_message(name)}")
         keys = part.keys(name)
         clash = sorted(set(keys) & allowed)
         if clash:
@@ -162,7 +162,6 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
         mine = {k: values.pop(k) for k in keys if k in values}
         kwargs[part.config_field] = build(part_cfg, mine, f"{where}, {part.registry.kind} {name}") if part_cfg else None
         allowed.update(keys)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     for key, value in values.items():
         if key not in allowed:

@@ -11,7 +11,7 @@ lengths differ inside a batch (document tasks); models that cannot handle that r
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping
+from typing import Any, Dict
 
 import torch
 import torch.nn as nn
