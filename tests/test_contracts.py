@@ -22,6 +22,9 @@ import numpy as np
 import pytest
 import torch
 
+from test_tasks_real import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
+from test_tasks_real import write_csv, write_imdb, write_mnist
+
 from uwbench.config import flatten, own_keys, section_keys
 from uwbench.errors import DataNotFoundError
 from uwbench.models.base import build_model
@@ -77,19 +80,9 @@ def task_section(name: str, data_dir: str) -> dict:
     return {"name": name, **{k: v for k, v in tiny.items() if k in keys}}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # shared 2-core machines
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> str:
     """Small files for every real dataset a fixture writer knows: MNIST, the CSV document sets, IMDB."""
-    from test_tasks_real import write_csv, write_imdb, write_mnist
-
     from uwbench.tasks.documents import DATASETS
 
     root = str(tmp_path_factory.mktemp("data"))

@@ -1,4 +1,4 @@
-"""The optimised paths against the plain reference formulation (issue 7): every fast path gives the
+"""The optimised paths against the plain reference formulation: every fast path gives the
 same values and gradients as the straightforward code, in float64.
 
 - DNC memory: the sort-free allocation, the fused link update, the broadcast products that replace small

@@ -1,4 +1,4 @@
-"""The paper's real-world tasks (issue 8): sinusoid regression, pixel MNIST / digits, documents.
+"""The paper's real-world tasks: sinusoid regression, pixel MNIST / digits, documents.
 
 Every data file is generated here (no downloads): IDX files, Zhang-style CSVs, an aclImdb tree and a
 tiny GloVe file. Training checks use the `lstm` baseline through the real trainer, a few dozen steps.

@@ -294,7 +294,7 @@ def test_most_even_split_by_hand():
      (100, 4, 20, 5)],
 )
 def test_reference_schedule_table(T, D, interval, writes):
-    # reference §3.1: the code's rule over the T+1 encoder steps
+    # docs/reference.md §5.1: the code's rule over the T+1 encoder steps
     positions = th.uniform_positions(T + 1, D)
     assert th.uniform_interval(T + 1, D) == interval
     assert len(positions) == writes

@@ -20,8 +20,8 @@ class TrainConfig:
     optimizer: Literal["adam", "rmsprop"] = "adam"
     lr: float = 1e-3
     clip: float = 10.0  # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
-    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # reference D13
-    eval_every: int = 100  # evaluate on fresh batches every N updates (reference §4.3)
+    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # docs/reference.md §8.2
+    eval_every: int = 100  # evaluate on fresh batches every N updates (docs/reference.md §8.3)
     eval_batches: int = 5
     early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
     seed: int = 0

@@ -1,6 +1,6 @@
 """The training loop: train, evaluate, keep the best checkpoint, test, time, record.
 
-Follows the authors' protocol (reference §4, decisions D12-D15): Adam (or RMSprop) on fresh random
+Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fresh random
 batches, per-tensor L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches``
 fresh batches, the best-evaluated weights kept, and a final test of those weights on the task's fixed
 seeded test set. Timing: training seconds per 100 updates *without* evaluation, evaluation separately.
