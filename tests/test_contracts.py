@@ -240,3 +240,22 @@ def test_toy_writer_through_train_sweep_and_report(tracking_uri, tmp_path, capsy
     runs_csv = (out / "toywriter" / "runs.csv").read_text()
     assert "dnc-every_kth" in runs_csv and ",every_kth," in runs_csv
     assert "DNC+every_kth" in (out / "toywriter" / "accuracy.md").read_text()  # a row of its own
+
+
+def test_the_battery_catches_a_parameter_without_a_gradient(data_dir, tracking_uri):
+    """A model with a parameter its forward never uses fails the battery (registered after collection, so
+    the parametrised tests above never see it)."""
+    from uwbench.models.lstm import LSTMBaseline, LSTMBaselineConfig
+
+    class Unused(LSTMBaseline):
+        def __init__(self, cfg, input_size, output_size):
+            super().__init__(cfg, input_size, output_size)
+            self.unused = torch.nn.Parameter(torch.zeros(3))
+
+    if "test_unused_param" not in MODELS:
+        MODELS.register("test_unused_param", config=LSTMBaselineConfig)(
+            lambda cfg, input_size, output_size, task=None: Unused(cfg, input_size, output_size))
+    config = {"task": task_section(BATTERY_TASK, data_dir), "model": model_section("test_unused_param"),
+              "train": TINY_TRAIN}
+    with pytest.raises(AssertionError, match="parameters without a gradient"):
+        battery(config, tracking_uri)
