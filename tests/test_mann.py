@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from uwbench.config import build
+from uwbench.config import build, section_keys
 from uwbench.models.base import build_model
 from uwbench.models.dnc_memory import DNCMemory
 from uwbench.models.mann import MANN, UnsupportedLengthsError
+from uwbench.models.memory_base import MANNConfig
 from uwbench.registry import MODELS, TASKS
 from uwbench.theory import uniform_positions
 
@@ -26,6 +27,11 @@ def copy_task(seq_len=10):
 
 def dnc(task, **values) -> MANN:
     return build_model("dnc", task.input_size, task.output_size, {**SMALL, **values}, task=task)
+
+
+def own(writer, **values):
+    """The writer and those of ``values`` that are its own settings (a writer rejects another's)."""
+    return {"writer": writer, **{k: v for k, v in values.items() if k in section_keys(MANNConfig, {"writer": writer})}}
 
 
 def sample(task, b=4, seed=0):
@@ -171,7 +177,7 @@ def test_read_only_decoder():
 def test_perturbing_one_sample_changes_no_other(writer):
     torch.manual_seed(0)
     task = copy_task(10)
-    model = dnc(task, writer=writer, cache_size=3)
+    model = dnc(task, **own(writer, cache_size=3))
     batch = sample(task, b=6)
     other = batch.inputs.clone()
     other[2] = torch.roll(other[2], 1, dims=-1)  # a different token sequence for sample 2 only
@@ -188,7 +194,7 @@ def test_perturbing_one_sample_changes_no_other(writer):
 def test_every_parameter_gets_a_gradient(writer, controller):
     torch.manual_seed(1)
     task = copy_task(8)
-    model = dnc(task, writer=writer, controller=controller, cache_size=2, writer_seed=0)
+    model = dnc(task, controller=controller, **own(writer, cache_size=2, writer_seed=0))
     batch = sample(task)
     task.loss(model(batch.inputs, batch.decoder_inputs), batch).backward()
     for name, p in model.named_parameters():
@@ -234,7 +240,7 @@ def test_encode_is_the_state_the_decoder_starts_from(writer):
     controller state after the last encoder step, with the writer's memory writes and CUW's attention."""
     torch.manual_seed(0)
     task = copy_task(9)
-    model = dnc(task, writer=writer, cache_size=3)
+    model = dnc(task, **own(writer, cache_size=3))
     batch = sample(task, b=3)
     states = []
     original = model.controller.step

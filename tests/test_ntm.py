@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import fit_and_score
 
-WRITERS = ("regular", "uniform", "cached_uniform", "random")  # every writer the NTM takes (issue 3)
+WRITERS = ("regular", "uniform", "cached_uniform", "random")  # every writer the NTM takes
 
 from uwbench.models import ntm
 from uwbench.models.memory_base import MANNConfig
@@ -106,7 +106,7 @@ def test_write_and_read_match_slow_loop():
 
 def test_parse_layout_and_activations():
     mem = NTMMemory(MANNConfig())
-    assert mem.interface_size == 268 and mem.read_size == 64  # reference §5.3: a 268-wide projection
+    assert mem.interface_size == 268 and mem.read_size == 64  # docs/reference.md §9.4: a 268-wide projection
     iface = mem.parse((torch.randn(7, 268) * 20).clamp(-20, 20))  # the frame clips to +-20
     for head in (iface.read, iface.write):
         assert head.key.shape == (7, 64) and head.shift.shape == (7, 3)
@@ -222,16 +222,17 @@ def test_registered():
 
 def test_parameter_count_matches_paper():
     model = _model(hidden_size=100, memory_size=4, word_size=64, controller="ln_lstm")
-    # reference §5.3, second exact fit: LN-LSTM 70,600 + interface 26,800 + W_y 1,000 + W_r 640 + 64 + 8
+    # docs/reference.md §9.4, second exact fit: LN-LSTM 70,600 + interface 26,800 + W_y 1,000 + W_r 640 + 64 + 8
     assert model.num_parameters() == 99_112
 
 
 def test_params_reconciliation_matches_paper(capsys):
     from uwbench.cli import main
+    from uwbench.config import as_dict
     from uwbench.models.params import param_report
 
     cfg = MANNConfig()
-    r = param_report("ntm", _model(**vars(cfg)), cfg, 10, 10)
+    r = param_report("ntm", _model(**as_dict(cfg)), cfg, 10, 10)
     assert dict(r.parts) == {"controller": 70_600, "memory": 72, "w_xi": 26_800, "w_y": 1_000, "w_r": 640}
     assert r.unused == [] and r.tf_total == r.ours == 99_112 and r.paper[1] == 99_112
     assert param_report("ntm", _model(memory_size=5), MANNConfig(memory_size=5), 10, 10).paper is None

@@ -1,23 +1,22 @@
-"""Parameter counts pinned against the paper's Table 1 (reference §5.2) and the `uwbench params` command."""
+"""Parameter counts pinned against the paper's Table 1 (docs/reference.md §9.2) and the `uwbench params` command."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from uwbench.cli import main
-from uwbench.config import build
 from uwbench.models.base import build_model
 from uwbench.models.params import PAPER_TOTALS, param_report
-from uwbench.registry import MODELS, TASKS
+from uwbench.registry import MODELS
+from uwbench.tasks import build_task
 
 torch.set_num_threads(1)
 
 
 def report(model_name, **values):
-    entry = TASKS.entry("copy")
-    task = entry.factory(build(entry.config, {}, "task (copy)"))
-    model = build_model(model_name, 10, 10, values, task=task)
-    cfg = build(MODELS.entry(model_name).config, values, "model")
+    task = build_task("copy")
+    cfg = MODELS.build_config(model_name, values)
+    model = build_model(model_name, 10, 10, cfg, task=task)
     return param_report(model_name, model, cfg, 10, 10)
 
 

@@ -70,3 +70,79 @@ def test_set_assignments_parse_and_merge():
 
 def test_lstm_model_is_registered():
     assert "lstm" in MODELS.names()
+
+
+# ---- a model's writer is a part: its settings sit flat in the model section, checked by that writer ----
+
+
+def test_writer_settings_keep_their_flat_spelling_and_round_trip():
+    from uwbench.config import as_dict
+    from uwbench.writing.cached_uniform import CachedUniformConfig
+
+    run = resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "writer": "cached_uniform",
+                                                             "cache_size": "3"}})  # a --set string
+    assert run.model_cfg.writer_config == CachedUniformConfig(cache_size=3)
+    flat = flatten(run.as_dict())
+    assert flat["model.cache_size"] == 3 and flat["model.attention_size"] == 16 and flat["model.schedule"] == "code"
+    assert "model.writer_config" not in flat and "model.write_prob" not in flat  # only the chosen writer's
+    again = resolve_run(run.as_dict())  # what MLflow records builds the same config back
+    assert again.model_cfg == run.model_cfg and as_dict(again.model_cfg) == as_dict(run.model_cfg)
+    regular = resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc"}})
+    assert regular.model_cfg.writer_config is None and "model.cache_size" not in flatten(regular.as_dict())
+
+
+def test_another_writers_setting_names_its_owner():
+    with pytest.raises(ConfigError) as info:
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "writer": "uniform", "cache_size": 5}})
+    assert "cache_size is a setting of writer 'cached_uniform', not of writer 'uniform'" in str(info.value)
+    with pytest.raises(ConfigError, match="write_prob is a setting of writer 'random'"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "ntm", "write_prob": 0.5}})
+    with pytest.raises(ConfigError, match="schedule is a setting of writer 'cached_uniform' / 'uniform'"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "schedule": "paper"}})
+    with pytest.raises(ConfigError, match=r"model \(dnc\), writer cached_uniform: `cache_size >= 1` must hold"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "writer": "cached_uniform", "cache_size": 0}})
+    with pytest.raises(ConfigError, match="writer: unknown writer 'unifrom'. Did you mean 'uniform'"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "writer": "unifrom"}})
+    with pytest.raises(ConfigError, match="unknown key 'cache_sise'.*Did you mean 'cache_size'"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "dnc", "writer": "cached_uniform", "cache_sise": 2}})
+
+
+def test_section_keys_follow_the_chosen_writer():
+    from uwbench.config import section_keys
+    from uwbench.models.memory_base import MANNConfig
+
+    assert {"cache_size", "attention_size", "schedule"} <= section_keys(MANNConfig, {"writer": "cached_uniform"})
+    assert "cache_size" not in section_keys(MANNConfig, {"writer": "uniform"})
+    assert "schedule" not in section_keys(MANNConfig, {})  # the default writer, regular, has no settings
+    assert {"cache_size", "write_prob"} <= section_keys(MANNConfig)  # any writer's
+    assert "writer_config" not in section_keys(MANNConfig)
+
+
+def test_train_flag_cache_size_still_works_for_cached_uniform(tracking_uri, capsys):
+    from uwbench.cli import main
+
+    base = ["train", "--task", "copy", "--model", "dnc", "--seq-len", "3", "--set", "model.hidden_size=4",
+            "--set", "model.word_size=2", "--memory-size", "1", "--steps", "1", "--batch-size", "2",
+            "--eval-every", "1", "--set", "task.test_size=2", "--set", "train.eval_batches=1",
+            "--tracking-uri", tracking_uri, "--no-progress"]
+    assert main(base + ["--writer", "cached_uniform", "--cache-size", "2"]) == 0
+    assert main(base + ["--cache-size", "2"]) == 2  # the default writer (regular) has no cache
+    assert "cache_size is a setting of writer 'cached_uniform'" in capsys.readouterr().err
+
+
+def test_shared_writer_settings_apply_where_the_writer_has_them_and_hashes_stay():
+    """quickstart.yaml gives cache_size to every DNC cell (fixed and profile): only the CUW cell takes it,
+    and the plan's hash still counts it everywhere, so the committed report's runs stay current."""
+    import csv
+    import os
+
+    from uwbench import spec
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    plan = spec.load_plan(os.path.join(root, "studies", "quickstart.yaml"), "cpu")
+    models = {c.id: c.config["model"] for c in plan.cells}
+    assert models["dnc-cached_uniform"]["cache_size"] == 2
+    assert "cache_size" not in models["dnc-regular"] and "cache_size" not in models["dnc-uniform"]
+    assert plan.cell("dnc-regular").inert == {"model": {"cache_size": 2}}
+    with open(os.path.join(root, "reports", "quickstart", "runs.csv"), newline="") as f:
+        assert {row["spec_hash"] for row in csv.DictReader(f)} == {plan.spec_hash}

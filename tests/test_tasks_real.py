@@ -1,4 +1,4 @@
-"""The paper's real-world tasks (issue 8): sinusoid regression, pixel MNIST / digits, documents.
+"""The paper's real-world tasks: sinusoid regression, pixel MNIST / digits, documents.
 
 Every data file is generated here (no downloads): IDX files, Zhang-style CSVs, an aclImdb tree and a
 tiny GloVe file. Training checks use the `lstm` baseline through the real trainer, a few dozen steps.
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from uwbench.errors import DataNotFoundError
-from uwbench.registry import TASKS
+from uwbench.tasks import build_task
 from uwbench.tasks import documents as docs
 from uwbench.tasks import pixels, sinusoid
 from uwbench.tasks.realdata import DATA_ENV, LazyBatches
@@ -30,10 +30,7 @@ def _one_thread():
 
 
 def make_task(name, **values):
-    from uwbench.config import build
-
-    entry = TASKS.entry(name)
-    return entry.factory(build(entry.config, values, f"task ({name})"))
+    return build_task(name, values)
 
 
 # ---------------------------------------------------------------------------------------- sinusoid
@@ -393,17 +390,21 @@ def test_document_task_trains_with_the_trainer(tmp_path):
     assert result.status == "finished" and 0 <= result.test <= 1
 
 
-def test_trainable_embedding_learns_once_attached(tmp_path):
+def test_trainable_embedding_is_the_models_input_module_and_learns(tmp_path):
     doc_fixture(str(tmp_path))
     task = make_task("ag_news", data_dir=str(tmp_path), embedding="trainable", embedding_dim=6)
     g = torch.Generator().manual_seed(0)
-    with pytest.raises(RuntimeError, match="attach_to"):
+    with pytest.raises(RuntimeError, match="a model built with this task"):
         task.sample(4, g)
     from uwbench.models.base import build_model
 
-    model = build_model("lstm", task.input_size, task.output_size, {"hidden_size": 8, "controller": "lstm"})
-    task.attach_to(model)
+    values = {"hidden_size": 8, "controller": "lstm"}
+    bare = build_model("lstm", task.input_size, task.output_size, values)
+    model = build_model("lstm", task.input_size, task.output_size, values, task=task)
+    assert model.task_embedding is task.embedding  # the builder gave it to the model; the task changed nothing
     assert any(p is task.embedding.weight for p in model.parameters())
+    assert model.num_parameters() == bare.num_parameters() + task.embedding.weight.numel()
+    assert "task_embedding.weight" in model.state_dict()  # saved with the model's checkpoint
     before = task.embedding.weight.detach().clone()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     batch = task.sample(8, g)

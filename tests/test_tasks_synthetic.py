@@ -1,14 +1,12 @@
 import pytest
 import torch
 
-from uwbench.config import build
-from uwbench.registry import TASKS
+from uwbench.tasks import build_task
 from uwbench.tasks.base import TEST_CHUNK
 
 
 def make(name, **values):
-    entry = TASKS.entry(name)
-    return entry.factory(build(entry.config, values, name))
+    return build_task(name, values)
 
 
 X = torch.tensor([[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8]])  # (B=2, T=6)

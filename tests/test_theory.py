@@ -449,9 +449,9 @@ def test_bound_command_prints_every_writer(capsys):
     assert cmd.run(parse(["bound", "--lam", "1.2"])) == 0
     out = capsys.readouterr().out
     assert "minimum" in out
-    # without --cache-size the cached_uniform row is there at MANNConfig's default L
-    from uwbench.models.memory_base import MANNConfig
-    assert f"L={MANNConfig.cache_size}, interval" in out
+    # without --cache-size the cached_uniform row is there at the writer's default L
+    from uwbench.writing.cached_uniform import CachedUniformConfig
+    assert f"L={CachedUniformConfig.cache_size}, interval" in out
 
 
 def test_bound_command_reports_the_rule_and_value():

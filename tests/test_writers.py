@@ -10,7 +10,8 @@ from conftest import fit_and_score
 from uwbench.config import build
 from uwbench.models.base import build_model
 from uwbench.models.memory_base import MANNConfig
-from uwbench.registry import TASKS, WRITERS
+from uwbench.registry import WRITERS
+from uwbench.tasks import build_task
 from uwbench.writing.cached_uniform import CacheAttention
 from uwbench.writing.random import RandomWriter
 
@@ -20,12 +21,11 @@ ALL = ["regular", "uniform", "cached_uniform", "random"]
 
 
 def copy_task(seq_len):
-    entry = TASKS.entry("copy")
-    return entry.factory(build(entry.config, {"seq_len": seq_len}, "task (copy)"))
+    return build_task("copy", {"seq_len": seq_len})
 
 
 def writer(name, max_steps=51, **values):
-    return WRITERS.get(name)(MANNConfig(**values), max_steps)
+    return WRITERS.get(name)(build(MANNConfig, {"writer": name, **values}, "model"), max_steps)
 
 
 def positions(mask):
@@ -42,7 +42,7 @@ def test_regular_writes_every_step():
 
 
 def test_uniform_schedule_at_the_papers_settings():
-    # reference §3.1: T=50, D=4 -> s = 10, positions 10..50 on the 51 encoder steps (eos written)
+    # docs/reference.md §5.1: T=50, D=4 -> s = 10, positions 10..50 on the 51 encoder steps (eos written)
     assert positions(writer("uniform", memory_size=4).schedule(51)) == [10, 20, 30, 40, 50]
     assert positions(writer("uniform", memory_size=4).schedule(101)) == [20, 40, 60, 80, 100]
     assert positions(writer("uniform", memory_size=24).schedule(51)) == list(range(2, 51, 2))
@@ -73,7 +73,7 @@ def test_random_mask_probability():
     w = writer("random", max_steps=20001, memory_size=4, writer_seed=0)
     assert w.write_prob == pytest.approx(5 / 20000)
     w = writer("random", max_steps=51, memory_size=4)
-    assert w.write_prob == pytest.approx(0.1)  # (D+1)/T, reference D16
+    assert w.write_prob == pytest.approx(0.1)  # (D+1)/T, docs/reference.md §5.3
     w = writer("random", max_steps=20001, write_prob=0.3, writer_seed=0)
     assert abs(sum(w.mask) / len(w.mask) - 0.3) < 0.02
     assert writer("random", max_steps=3, memory_size=4).write_prob == 1.0  # (D+1)/T capped at 1
@@ -81,7 +81,7 @@ def test_random_mask_probability():
 
 def test_random_writer_needs_the_task_and_covers_its_length():
     with pytest.raises(ValueError, match="max_steps >= 1"):
-        RandomWriter(MANNConfig(), None)
+        RandomWriter(MANNConfig(writer="random"), None)
     with pytest.raises(ValueError, match="n_steps <= 11"):
         writer("random", max_steps=11).schedule(12)
 

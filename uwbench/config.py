@@ -4,6 +4,14 @@ A run is fully described by a nested dict ``{"task": {...}, "model": {...}, "tra
 section names its component (``name``) and carries the fields of that component's config dataclass
 (the one home of its defaults; YAML and the CLI only say what differs). ``resolve`` fills in every
 default, so what MLflow records is the complete configuration.
+
+Parts. A component may be made of a smaller one chosen by name, such as a memory model's writer. The
+config dataclass lists it in ``PARTS`` (``Part("writer", WRITERS, "writer_config")``): the field
+``writer`` names it, and the part's own settings (its registered config dataclass) sit flat in the same
+section (``model.cache_size``). ``build`` checks them against the chosen part's config and stores the
+built part config in the hidden field ``writer_config``; ``as_dict`` flattens it back, so a section's
+flat keys survive a round trip. A setting that belongs to a part other than the chosen one is an error
+that names its owner.
 """
 from __future__ import annotations
 
@@ -11,7 +19,8 @@ import dataclasses
 import difflib
 import math
 import typing
-from typing import Any, Dict, Iterable, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 SECTIONS = ("task", "model", "train")
 
@@ -82,21 +91,81 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Part:
+    """A smaller component a config is made of (see the module docstring): ``name_field`` names it in
+    ``registry``; ``config_field`` (hidden from the flat keys) holds its built config, or None when the
+    chosen component has no settings."""
+
+    name_field: str
+    registry: Any  # uwbench.registry.Registry
+    config_field: str
+
+    def chosen(self, cls: type, values: Mapping[str, Any]) -> str:
+        """The part's name in ``values``, else the default of ``cls``'s name field."""
+        if self.name_field in values:
+            return str(values[self.name_field])
+        return next(f.default for f in dataclasses.fields(cls) if f.name == self.name_field)
+
+    def keys(self, name: str) -> List[str]:
+        """The flat keys (settings) of the registered part ``name``."""
+        cfg = self.registry.entry(name).config
+        return [f.name for f in dataclasses.fields(cfg)] if cfg else []
+
+    def owners(self, key: str) -> List[str]:
+        """The registered parts that have the setting ``key``."""
+        return [e.name for e in self.registry if e.config and key in {f.name for f in dataclasses.fields(e.config)}]
+
+
+def parts_of(cls: type) -> Tuple[Part, ...]:
+    return tuple(getattr(cls, "PARTS", ()))
+
+
+def own_keys(cls: type) -> List[str]:
+    """The fields of ``cls`` a section may set directly (the parts' hidden config fields left out)."""
+    hidden = {p.config_field for p in parts_of(cls)}
+    return [f.name for f in dataclasses.fields(cls) if f.name not in hidden]
+
+
+def section_keys(cls: type, values: Optional[Mapping[str, Any]] = None) -> Set[str]:
+    """The flat keys a section of ``cls`` accepts: its own fields plus the settings of the parts chosen
+    in ``values``; with ``values`` None, the settings of every registered part (what some choice of
+    parts accepts)."""
+    keys = set(own_keys(cls))
+    for part in parts_of(cls):
+        if values is None:
+            for entry in part.registry:
+                keys.update(part.keys(entry.name))
+        elif part.chosen(cls, values) in part.registry:
+            keys.update(part.keys(part.chosen(cls, values)))
+    return keys
+
+
 def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     """Instantiate the config dataclass ``cls`` from ``values``, rejecting unknown keys.
 
-    ``where`` names the section in error messages (e.g. ``"model (dnc)"``).
-    """
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    ``where`` names the section in error messages (e.g. ``"model (dnc)"``). The settings of ``cls``'s
+    parts (see the module docstring) are built into the chosen part's config."""
+    values = dict(values)
+    kwargs: Dict[str, Any] = {}
+    allowed = set(own_keys(cls))
+    for part in parts_of(cls):
+        name = part.chosen(cls, values)
+        if name not in part.registry:
+            raise ConfigError(f"{where}: {part.name_field}: {part.registry.unknown_message(name)}")
+        keys = part.keys(name)
+        clash = sorted(set(keys) & allowed)
+        if clash:
+            raise ConfigError(f"{part.registry.kind} {name!r} has settings named like {where}'s own "
+                              f"({', '.join(clash)}); rename them in its config dataclass")
+        part_cfg = part.registry.entry(name).config
+        mine = {k: values.pop(k) for k in keys if k in values}
+        kwargs[part.config_field] = build(part_cfg, mine, f"{where}, {part.registry.kind} {name}") if part_cfg else None
+        allowed.update(keys)
     hints = typing.get_type_hints(cls)
-    kwargs = {}
     for key, value in values.items():
-        if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.5)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"unknown key {key!r} in {where}.{hint} Allowed keys: {', '.join(sorted(fields))}"
-            )
+        if key not in allowed:
+            raise ConfigError(_unknown_key(cls, key, where, allowed, values))
         kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
     try:
         return cls(**kwargs)
@@ -104,8 +173,30 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+def _unknown_key(cls: type, key: str, where: str, allowed: Set[str], values: Mapping[str, Any]) -> str:
+    """The message for a key ``cls`` does not take: the part that owns it, else a did-you-mean."""
+    for part in parts_of(cls):
+        owners = part.owners(key)
+        if owners:
+            kind = part.registry.kind
+            chosen = part.chosen(cls, values)
+            return (f"{where}: {key} is a setting of {kind} {' / '.join(map(repr, owners))}, not of {kind} "
+                    f"{chosen!r} (the chosen {part.name_field}); choose {part.name_field} {owners[0]} or drop {key}")
+    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.5)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"unknown key {key!r} in {where}.{hint} Allowed keys: {', '.join(sorted(allowed))}"
+
+
 def as_dict(instance: Any) -> Dict[str, Any]:
-    return dataclasses.asdict(instance)
+    """A config dataclass as the flat dict of its section: its fields, with each part's settings in
+    place of the part's hidden config field (``build`` reads this dict back to an equal config)."""
+    out = dataclasses.asdict(instance)
+    for part in parts_of(type(instance)):
+        out.pop(part.config_field, None)
+        part_cfg = getattr(instance, part.config_field)
+        if part_cfg is not None:
+            out.update(as_dict(part_cfg))
+    return out
 
 
 def flatten(nested: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:

@@ -1,14 +1,17 @@
 """One small registry class: names -> factories (tasks, models, writers, controllers, ...).
 
 Components register themselves with ``@REGISTRY.register("name", config=SomeConfig)`` so the rest of
-the code looks names up instead of branching on them (DESIGN.md §7: "registries instead of if/elif").
-Unknown names fail with the list of known names and a "did you mean" suggestion.
+the code looks names up instead of branching on them. ``build_config(name, values)`` makes the
+component's config from its settings (defaults filled, keys and values checked). Unknown names fail
+with the list of known names and a "did you mean" suggestion.
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+from uwbench.config import ConfigError, build
 
 
 class UnknownNameError(KeyError):
@@ -51,6 +54,16 @@ class Registry:
 
     def get(self, name: str) -> Callable[..., Any]:
         return self.entry(name).factory
+
+    def build_config(self, name: str, values: Optional[Mapping[str, Any]] = None) -> Any:
+        """The config of ``name`` from ``values`` (its settings; the rest keep their defaults). A component
+        registered without a config dataclass takes no settings and gets None."""
+        entry = self.entry(name)
+        if entry.config is None:
+            if values:
+                raise ConfigError(f"{self.kind} {name!r} takes no settings, got {', '.join(sorted(values))}")
+            return None
+        return build(entry.config, dict(values or {}), f"{self.kind} ({name})")
 
     def unknown_message(self, name: str) -> str:
         known = self.names()

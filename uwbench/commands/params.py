@@ -1,4 +1,4 @@
-"""`uwbench params`: a model's parameter count and its reconciliation with the paper (reference §5)."""
+"""`uwbench params`: a model's parameter count and its reconciliation with the paper (docs/reference.md §9)."""
 from __future__ import annotations
 
 HELP = "count a model's parameters and reconcile them with the paper's totals"
@@ -21,10 +21,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from uwbench.config import ConfigError, build, parse_assignments
+    from uwbench.config import ConfigError, as_dict, parse_assignments
     from uwbench.models.base import build_model
     from uwbench.models.params import format_report, param_report
-    from uwbench.registry import MODELS, TASKS
+    from uwbench.registry import MODELS
+    from uwbench.tasks import build_task
 
     sets = parse_assignments(args.assignments)
     if "train" in sets:
@@ -34,11 +35,10 @@ def run(args) -> int:
         value = getattr(args, flag, None)
         if value is not None:
             model_values[key] = value
-    task_entry = TASKS.entry(args.task)
-    task = task_entry.factory(build(task_entry.config, sets.get("task", {}), f"task ({args.task})"))
-    model = build_model(args.model, task.input_size, task.output_size, model_values, task=task)
-    cfg = build(MODELS.entry(args.model).config, model_values, f"model ({args.model})")
-    settings = ", ".join(f"{k}={v}" for k, v in vars(cfg).items())
+    task = build_task(args.task, sets.get("task", {}))
+    cfg = MODELS.build_config(args.model, model_values)
+    model = build_model(args.model, task.input_size, task.output_size, cfg, task=task)
+    settings = ", ".join(f"{k}={v}" for k, v in as_dict(cfg).items())
     header = (f"model {args.model} ({settings})\n"
               f"task {args.task}: input {task.input_size}, output {task.output_size}")
     print(format_report(param_report(args.model, model, cfg, task.input_size, task.output_size), header))

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="D for a registered model's config and for the predicted bounds (default: the model's, else 4)")
     p.add_argument("--writer", default=None, help="writer for a registered memory model (regular, uniform, ...)")
     p.add_argument("--cache-size", type=int, default=None,
-                   help="L for the cached_uniform writer and its bound (default: the model's, else MANNConfig's)")
+                   help="L for the cached_uniform writer and its bound (default: the model's, else the writer's default)")
     p.add_argument("--radius", type=float, default=0.9, help="linear-rnn: spectral radius of U; default 0.9")
     p.add_argument("--checkpoint", default=None, help="a torch.save'd state dict of the model to analyse")
     p.add_argument("--batch-size", type=int, default=8, help="sequences averaged over; default 8")
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-size", type=int, default=None,
-                   help="L of the cached_uniform writer's row (default: MANNConfig's cache_size, 5)")
+                   help="L of the cached_uniform writer's row (default: the cached_uniform writer's, 5)")
     p.add_argument("--rule", default="code", choices=("code", "paper"),
                    help="UW schedule: the authors' code (default) or the paper's Eq. 7")
     p.add_argument("--write-prob", type=float, default=None, help="random writer's p; default (D+1)/T")
@@ -225,17 +225,16 @@ def _run_contributions(args) -> int:
     import torch
 
     from uwbench import analysis
-    from uwbench.config import build
-    from uwbench.registry import TASKS
+    from uwbench.tasks import build_task
     from uwbench.theory import schedule_table
 
-    entry = TASKS.entry(args.task)
-    task = entry.factory(build(entry.config, {"seq_len": args.seq_len}, f"task ({args.task})"))
+    task = build_task(args.task, {"seq_len": args.seq_len})
     if args.batch_size < 1:
         raise ValueError(f"`batch_size >= 1` must hold, got {args.batch_size}")
     batch = task.sample(args.batch_size, torch.Generator().manual_seed(args.seed))
-    values = {k: v for k, v in (("memory_size", args.memory_size), ("writer", args.writer),
-                                ("cache_size", args.cache_size)) if v is not None}
+    values = {k: v for k, v in (("memory_size", args.memory_size), ("writer", args.writer)) if v is not None}
+    if args.cache_size is not None and _takes(args.model, values, "cache_size"):  # else L is the bound's only
+        values["cache_size"] = args.cache_size
     opts = analysis.ProbeOptions(hidden_size=args.hidden_size, seed=args.seed, radius=args.radius,
                                  controller=args.controller, target=args.target,
                                  values=values if args.model not in analysis.PROBES else {})
@@ -278,17 +277,26 @@ def _memory_size(args, probe) -> int:
     return getattr(cfg, "memory_size", None) or FALLBACK_MEMORY_SIZE
 
 
+def _takes(model: str, values, key: str) -> bool:
+    """Whether the registered model ``model`` with settings ``values`` (e.g. its writer) has the setting ``key``."""
+    from uwbench.config import section_keys
+    from uwbench.registry import MODELS
+
+    return model in MODELS and key in section_keys(MODELS.entry(model).config, values)
+
+
 def _cache_size(args, probe=None) -> int:
-    """L for the cached_uniform row: --cache-size, else the analysed model's, else MANNConfig's default
-    (its one home), so every writer of issue 4 gets a row."""
+    """L for the cached_uniform row: --cache-size, else the analysed model's, else the cached_uniform
+    writer's default (its one home, ``CachedUniformConfig``), so every writer gets a row."""
     if args.cache_size is not None:
         return args.cache_size
     cfg = getattr(getattr(probe, "model", None), "cfg", None)
-    if getattr(cfg, "cache_size", None):
-        return cfg.cache_size
-    from uwbench.models.memory_base import MANNConfig
+    options = getattr(cfg, "writer_config", None)
+    if getattr(options, "cache_size", None):
+        return options.cache_size
+    from uwbench.writing.cached_uniform import CachedUniformConfig
 
-    return MANNConfig.cache_size
+    return CachedUniformConfig.cache_size
 
 
 def _slug(text: str) -> str:

@@ -1,13 +1,13 @@
 """The generic memory-augmented seq2seq model: controller + external memory + writer.
 
 One frame serves every memory (DNC: ``dnc_memory.py``, NTM: ``ntm.py``) and every writer
-(``uwbench/writing``), following the contract in ``memory_base.py`` and reference §2.1-2.2, §3.2:
+(``uwbench/writing``), following the contract in ``memory_base.py`` and docs/reference.md §3.1, §5.2:
 
     controller   h_t, state = f([x_t ; r_{t-1}], state)            (paper Eq. 3-4)
-    interface    xi_t = clip(h_t W_xi, +-interface_clip)           (reference §2.3)
+    interface    xi_t = clip(h_t W_xi, +-interface_clip)           (docs/reference.md §3.3)
     write step   state = write(state, xi_t); r_t, state = read(state, xi_t)
-    held step    memory state and r_{t-1} carried unchanged        (UW / CUW / RW, reference §3.2 mode 2)
-    output       y_t = clip(h_t W_y + r_t W_r, +-20)               (decoder only, reference D9)
+    held step    memory state and r_{t-1} carried unchanged        (UW / CUW / RW, docs/reference.md §5.2)
+    output       y_t = clip(h_t W_y + r_t W_r, +-20)               (decoder only, docs/reference.md §3.4)
 
 The encoder's write steps come from the writer's batch-shared schedule, so a held step is a plain
 Python branch that does no memory work at all (DESIGN.md §3): UW's speed-up depends on it. The
@@ -46,10 +46,11 @@ import torch.nn as nn
 
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
 from uwbench.models.controllers import build_controller, compile_step
-from uwbench.models.memory_base import MANNConfig, Writer
+from uwbench.models.memory_base import MANNConfig
 from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
 
-INIT_STD = 0.1  # W_xi, W_y, W_r ~ N(0, 0.1^2), no biases (reference §2.2, D10)
+INIT_STD = 0.1  # W_xi, W_y, W_r ~ N(0, 0.1^2), no biases (docs/reference.md §3.5)
 
 
 class UnsupportedLengthsError(NotImplementedError, ValueError):
@@ -252,7 +253,8 @@ def _restore_writer_mask(module: "MANN", incompatible_keys) -> None:
 
 
 def build_writer(cfg: MANNConfig, task=None) -> Writer:
-    """The writer named by ``cfg.writer``; ``task`` gives the longest encoder length (random writing)."""
+    """The writer named by ``cfg.writer``, with its settings ``cfg.writer_config``; ``task`` gives the
+    longest encoder length (random writing)."""
     max_steps = task.max_encoder_steps() if task is not None else None
     return WRITERS.get(cfg.writer)(cfg, max_steps)
 

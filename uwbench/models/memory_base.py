@@ -1,12 +1,13 @@
-"""Contracts shared by the memory-augmented models (DNC, NTM) and the writers.
+"""Contracts shared by the memory-augmented models (DNC, NTM): their config and the ``Memory`` contract.
 
 A memory-augmented model (``uwbench.models.mann``) is a controller, one external ``Memory`` and a
-``Writer`` that decides on which encoder steps the memory is written (paper §2.2-2.3). Each step:
+``Writer`` (``uwbench.writing.base``) that decides on which encoder steps the memory is written
+(paper §2.2-2.3). Each step:
 
     controller input  [x_t ; r_{t-1}]           -> h_t                     (Eq. 3-4)
-    interface         xi_t = clip(h_t W_xi, +-20)                          (reference §2.3)
+    interface         xi_t = clip(h_t W_xi, +-20)                          (docs/reference.md §3.3)
     write step        state = memory.write(state, iface); r_t, state = memory.read(state, iface)
-    hold step         state and r_{t-1} carried unchanged (UW / CUW / RW, reference §3.2 mode 2)
+    hold step         state and r_{t-1} carried unchanged (UW / CUW / RW, docs/reference.md §5.2)
     decoder output    y_t = clip(h_t W_y + r_t W_r, +-20)
 
 A ``Memory`` implements:
@@ -24,27 +25,32 @@ A ``Memory`` implements:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Literal, Optional
+from typing import Any, ClassVar, Optional, Tuple
+
+from uwbench.config import Part
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer  # noqa: F401  (the writer contract; its home is uwbench.writing.base)
 
 
 @dataclass
 class MANNConfig:
-    """Configuration shared by the DNC and NTM models (DESIGN.md §3, reference §6.2). Every field is a
-    plain value, so sweeps can vary memory_size, cache_size and the writer like any other setting."""
+    """Configuration shared by the DNC and NTM models. Every field is a plain value, so sweeps can vary
+    memory_size and the writer like any other setting. The writer's own settings (CUW's cache_size and
+    attention_size, RW's write_prob, ...) belong to the writer's config dataclass in its file under
+    ``uwbench/writing``; they sit flat next to these fields in a run config and are held here, built, as
+    ``writer_config`` (``uwbench.config.Part``)."""
+
+    PARTS: ClassVar[Tuple[Part, ...]] = (Part("writer", WRITERS, "writer_config"),)
 
     hidden_size: int = 100  # H, controller units (paper: DNC/UW/RW 100, CUW 95)
     controller: str = "ln_lstm"  # ln_lstm | lstm | gru | rnn
     memory_size: int = 4  # D = N, memory slots
     word_size: int = 64  # W
     read_heads: int = 1  # R
-    writer: str = "regular"  # regular | uniform | cached_uniform | random
-    cache_size: int = 5  # L, the CUW interval and cache length (paper: 5 synthetic, 10 MNIST/documents)
-    attention_size: int = 16  # A, the CUW attention width (reference §5.2)
-    write_prob: Optional[float] = None  # random writer's Bernoulli p; None means (D+1)/T (reference D16)
-    writer_seed: Optional[int] = None  # random writer's mask seed; None draws from the run's seeded RNG
-    schedule: Literal["code", "paper"] = "code"  # UW positions: authors' code or the paper's Eq. 7
+    writer: str = "regular"  # a name in uwbench.registry.WRITERS: regular | uniform | cached_uniform | random
     decoder_write: bool = True  # the decoder writes and reads every step (False: read-only decoder)
     interface_clip: float = 20.0
+    writer_config: Optional[Any] = None  # the writer's own config; None: its defaults (built here)
 
     def __post_init__(self):
         checks = [
@@ -52,30 +58,15 @@ class MANNConfig:
             ("memory_size >= 1", self.memory_size >= 1, self.memory_size),
             ("word_size >= 1", self.word_size >= 1, self.word_size),
             ("read_heads >= 1", self.read_heads >= 1, self.read_heads),
-            ("cache_size >= 1", self.cache_size >= 1, self.cache_size),
-            ("attention_size >= 1", self.attention_size >= 1, self.attention_size),
             ("interface_clip > 0", self.interface_clip > 0, self.interface_clip),
         ]
         for rule, ok, value in checks:
             if not ok:
                 raise ValueError(f"`{rule}` must hold, got {value}")
-        if self.write_prob is not None and not 0.0 < self.write_prob <= 1.0:
-            raise ValueError(f"`0 < write_prob <= 1` must hold, got {self.write_prob}")
-
-
-class Writer:
-    """Decides the encoder write steps. ``schedule(n_steps)`` returns one bool per encoder step
-    (True = write), shared by the whole batch so a held step can skip the memory work with plain
-    Python control flow (DESIGN.md §3). ``cached`` writers (CUW) attend over a cache of controller
-    states at each write step; they also provide ``build_attention(hidden_size, read_size)`` returning a
-    module mapping ``(h (B, H), cache (B, n, H), r (B, read_size)) -> (a (B, H), alpha (B, n))``, which the
-    model owns (so its parameters train and are saved)."""
-
-    cached: bool = False
-
-    def __init__(self, cfg: MANNConfig, max_steps: int):
-        self.cfg = cfg
-        self.max_steps = max_steps
-
-    def schedule(self, n_steps: int) -> List[bool]:
-        raise NotImplementedError
+        expected = WRITERS.entry(self.writer).config  # the writer's config dataclass (None: no settings)
+        if self.writer_config is None and expected is not None:
+            self.writer_config = expected()
+        wrong = self.writer_config is not None if expected is None else not isinstance(self.writer_config, expected)
+        if wrong:
+            raise ValueError(f"writer {self.writer!r} takes a writer_config of type "
+                             f"{getattr(expected, '__name__', None)}, got {type(self.writer_config).__name__}")

@@ -1,7 +1,9 @@
-"""Parameter counts of built models, and their reconciliation with the paper's totals (reference §5).
+"""Parameter counts of built models, and their reconciliation with the paper's totals
+(docs/reference.md §9).
 
 The paper's counts (Table 1: DNC 98,840; DNC+CUW 96,120; LSTM 103,840; NTM 99,112) come from the
-authors' TF code, which counts every trainable variable, including ones it never uses (reference §5.1):
+authors' TF code, which counts every trainable variable, including ones it never uses
+(docs/reference.md §9.1):
 
 - two V x V embedding matrices (``embe_w``, ``embd_w``) in every model: +2V^2 = 200 for V = 10;
 - for the LSTM baseline (``use_mem=False``) also the interface projection H(WR + 3W + 5R + 3) and the
@@ -12,8 +14,8 @@ TF tensors that bring it to the TF code's total, and the paper's number when the
 of the paper's rows.
 
 Reconciliations are registered per model name with ``@paper_reconciliation(name)``. The NTM's lives
-with the NTM (``uwbench/models/ntm.py``, reference §5.3: 99,112); a model without one reports its own
-count only.
+with the NTM (``uwbench/models/ntm.py``, docs/reference.md §9.4: 99,112); a model without one reports
+its own count only. ``count_parameters`` is the one count of a module's trainable parameters.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch.nn as nn
 
-# The paper's Table 1 totals (reference §5.2-5.3).
+# The paper's Table 1 totals (docs/reference.md §9.2, §9.4).
 PAPER_TOTALS = {"dnc": 98_840, "dnc_cuw": 96_120, "lstm": 103_840, "ntm": 99_112}
 TF_WORD_SIZE, TF_READ_HEADS = 64, 1  # the TF code's memory defaults, counted even without memory
 
@@ -61,6 +63,7 @@ def paper_reconciliation(model_name: str):
 
 
 def count_parameters(model: nn.Module) -> int:
+    """The number of trainable parameters of ``model`` (what runs record as ``num_parameters``)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
@@ -90,7 +93,7 @@ def embeddings(vocab: int) -> Tuple[str, int]:
 
 
 def _paper_task(input_size: int, output_size: int) -> bool:
-    return input_size == output_size == 10  # V = 10 (reference §1.3, §5.2)
+    return input_size == output_size == 10  # V = 10 (docs/reference.md §2.1, §9.2)
 
 
 @paper_reconciliation("dnc")
@@ -101,7 +104,8 @@ def reconcile_dnc(model, cfg, input_size, output_size):
             and cfg.word_size == 64 and cfg.read_heads == 1)
     if base and cfg.hidden_size == 100 and cfg.writer in ("regular", "uniform", "random"):
         paper = ("DNC / DNC+UW / DNC+RW (H=100)", PAPER_TOTALS["dnc"])
-    elif base and cfg.hidden_size == 95 and cfg.writer == "cached_uniform" and cfg.attention_size == 16:
+    elif (base and cfg.hidden_size == 95 and cfg.writer == "cached_uniform"
+          and cfg.writer_config.attention_size == 16):
         paper = ("DNC+CUW (H=95, A=16)", PAPER_TOTALS["dnc_cuw"])
     return unused, paper
 
@@ -132,7 +136,7 @@ def format_report(report: ParamReport, header: str = "") -> str:
     for label, n in report.unused:
         lines.append(f"  + {label:<{width - 2}} {n:>9,}")
     if report.unused:
-        lines.append(f"  = {'TF code total (reference §5)':<{width - 2}} {report.tf_total:>9,}")
+        lines.append(f"  = {'TF code total (docs/reference.md §9)':<{width - 2}} {report.tf_total:>9,}")
     if report.paper is None:
         lines.append("  paper: no Table 1 row has this configuration")
     else:

@@ -123,10 +123,12 @@ def _group_cells(spec: StudySpec, group: Group, where: str, overlays, ctx: _Cont
             if fields[kind] is None and f"{kind} {name}" not in ctx.waits:
                 ctx.waits.append(f"{kind} {name}")
         id_paths = {a for a, _ in point if "." in a}  # scalar axes: their values name the cell
+        base = {s: dict(cfg[s]) for s in SECTIONS}
         _apply_overlays(cfg, overlays, fields, id_paths, ctx)
+        inert = _split_inert(cfg, base, overlays, fields["model"] and _fields_of(MODELS, model_name, cfg["model"]))
         label = _label(group, cfg, fields, where, fail)
         yield Cell(id="-".join(tokens), label=label, group=group.name or group.model, model=model_name,
-                   task=task_name, axes=cell_axes, config=cfg)
+                   task=task_name, axes=cell_axes, config=cfg, inert=inert)
 
 
 def _point_config(spec: StudySpec, group: Group, point: List[Tuple[str, Any]]):
@@ -230,14 +232,26 @@ def _set_path(config: Dict[str, Dict[str, Any]], path: str, value: Any) -> None:
     config.setdefault(section, {})[key] = value
 
 
-def _fields_of(registry, name: str) -> Optional[set]:
-    """The config keys of a registered component (None if it is not registered yet)."""
-    import dataclasses
+def _fields_of(registry, name: str, values: Optional[Mapping[str, Any]] = None) -> Optional[set]:
+    """The config keys of a registered component (None if it is not registered yet): with ``values``,
+    those of the parts they choose (a model's writer); without, those of any choice."""
+    from uwbench.config import section_keys
 
     if name not in registry:
         return None
     cfg = registry.entry(name).config
-    return {f.name for f in dataclasses.fields(cfg)} if cfg else set()
+    return section_keys(cfg, values) if cfg else set()
+
+
+def _split_inert(cfg: Dict[str, Dict[str, Any]], base, overlays, model_keys) -> Dict[str, Dict[str, Any]]:
+    """Move the shared (fixed, profile) model settings that the cell's model has for some writer but not
+    for its own (``model_keys``) out of ``cfg``; the group's own settings (``base``) stay, so a wrong one
+    is an error."""
+    if not model_keys:
+        return {}
+    shared = {key for _, _, m, _ in overlays for key in m if key not in base["model"]}
+    moved = {key: cfg["model"].pop(key) for key in sorted(shared) if key in cfg["model"] and key not in model_keys}
+    return {"model": moved} if moved else {}
 
 
 def _train_fields() -> set:
@@ -254,12 +268,12 @@ def _check_cells(cells: Sequence[Cell], fail: Fail) -> None:
     from uwbench.training.config import resolve_run
 
     for cell in cells:
+        _check_names(cell.config, f"cell {cell.id}", fail)
         if cell.task in TASKS and cell.model in MODELS:
             try:
                 resolve_run(cell.config)
             except ConfigError as exc:
                 raise fail(f"cell {cell.id}: {exc}") from None
-        _check_names(cell.config, f"cell {cell.id}", fail)
 
 
 def _check_lenient(ctx: _Context, cells: Sequence[Cell], fail: Fail) -> None:
@@ -342,7 +356,7 @@ def _check_search(search, cells, train_fields, fail: Fail) -> None:
         for cell in cells:
             registry = {"task": TASKS, "model": MODELS}.get(section)
             comp = cell.task if section == "task" else cell.model
-            fields = train_fields if section == "train" else _fields_of(registry, comp)
+            fields = train_fields if section == "train" else _fields_of(registry, comp, cell.config[section])
             if fields is None:
                 continue
             if name not in fields:

@@ -15,7 +15,7 @@ def plan_hash(plan: Plan) -> str:
         "id": plan.spec.id,
         "profile": plan.profile,
         "mode": plan.mode,
-        "cells": [[c.id, c.config] for c in plan.cells],
+        "cells": [[c.id, {s: {**c.inert.get(s, {}), **v} for s, v in c.config.items()}] for c in plan.cells],
         "seeds": plan.seeds,
         "final_seeds": plan.final_seeds,
         "search": {k: v.model_dump() for k, v in sorted(plan.search.items())},

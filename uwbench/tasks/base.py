@@ -6,11 +6,14 @@ use a one-step decoder; regression tasks (sinusoid) use real targets and MSE.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
+
+from uwbench.registry import TASKS
 
 TEST_CHUNK = 64  # the fixed test set is stored in chunks of this many sequences
 
@@ -61,9 +64,12 @@ class Task:
         with a fixed dataset override this to draw from their validation split."""
         return [self.sample(batch_size, generator) for _ in range(n)]
 
-    def attach_to(self, model) -> None:
-        """Give the model any trainable parameters the task owns (e.g. a trainable word embedding).
-        Called by the trainer after the model is built and before the optimizer; default: nothing."""
+    def input_modules(self) -> Dict[str, torch.nn.Module]:
+        """Trainable modules the task computes its batches' inputs with (e.g. a trainable word embedding),
+        by the name the model holds them under. The model builder (``uwbench.models.base.build_model``
+        with ``task=``) makes them submodules of the model it builds, so the optimizer, the device move
+        and the checkpoint include them; the task never changes a model. Default: none."""
+        return {}
 
     def test_batches(self) -> List[Batch]:
         """The fixed, seeded test set (``config.test_size`` sequences in chunks of TEST_CHUNK)."""
@@ -85,7 +91,7 @@ class Task:
 
 class ClassificationTask(Task):
     """Targets are class ids per decoder step; loss is the mean token cross-entropy over all decoder
-    steps (end marker included, reference §4.1); the metric is per-token accuracy (reference §4.4)."""
+    steps (end marker included, docs/reference.md §8.1); the metric is per-token accuracy (§8.4)."""
 
     def loss(self, outputs: torch.Tensor, batch: Batch) -> torch.Tensor:
         # outputs (B, Td, O), targets (B, Td)
@@ -107,3 +113,10 @@ class RegressionTask(Task):
 
     def score(self, outputs: torch.Tensor, batch: Batch):
         return {"mse": (((outputs - batch.targets) ** 2).sum(), batch.targets.numel())}
+
+
+def build_task(name: str, values: Any = None) -> Task:
+    """The registered task ``name``: ``values`` are its settings (a mapping; unknown keys are rejected
+    with the allowed ones) or its already built config. The one place a task is made from its name."""
+    is_config = dataclasses.is_dataclass(values) and not isinstance(values, type)
+    return TASKS.get(name)(values if is_config else TASKS.build_config(name, values))

@@ -23,9 +23,9 @@ models keep their one interface ``model(inputs, decoder_inputs, lengths)``:
   local ``glove.*.txt`` file; words of the vocabulary that GloVe lacks get fixed seeded random vectors
   of GloVe's scale; PAD is zero.
 - ``embedding: trainable`` (the explicit fallback when no GloVe file is at hand): an ``nn.Embedding``
-  owned by the task. Its weights only learn if the trainer gives them to the optimizer: it must call
-  ``task.attach_to(model)`` before building the optimizer (the table becomes ``model.task_embedding``,
-  so it is moved, optimised and checkpointed with the model). ``sample`` refuses to run unattached.
+  the task embeds its batches with. It is the task's input module (``input_modules``): the model
+  builder (``build_model(..., task=task)``) makes it the model's ``task_embedding``, so it is moved,
+  optimised and checkpointed with the model. ``sample`` refuses to run before a model took it.
 
 One length per batch (what keeps a batch-shared write schedule correct for every sample). Documents
 are grouped into length buckets with boundaries 1, 2, 3, ... growing by ``bucket_ratio`` (each next
@@ -511,7 +511,7 @@ class DocumentTask(ClassificationTask):
         self.glove_coverage: Optional[float] = None
         self.embedding: Optional[torch.nn.Embedding] = None
         self.vectors: Optional[torch.Tensor] = None
-        self._attached = False
+        self._taken = False  # whether a model builder took the trainable embedding (input_modules)
         if cfg.embedding == "glove":
             table, self.glove_coverage = glove_embedding(self.vocab, glove_path, cfg.lowercase, cfg.split_seed)
             if table.shape[1] != cfg.embedding_dim:
@@ -524,14 +524,15 @@ class DocumentTask(ClassificationTask):
             with torch.no_grad():
                 self.embedding.weight[PAD].zero_()
 
-    # -- trainable embedding hook ----------------------------------------------------------------
-    def attach_to(self, model: torch.nn.Module) -> None:
-        """Give the trainable embedding to ``model`` (as ``model.task_embedding``) so the optimizer, the
-        device move and the checkpoint include it. A no-op for the frozen GloVe table. The trainer calls
-        this after building the model and before building the optimizer."""
-        if self.embedding is not None:
-            model.add_module("task_embedding", self.embedding)
-            self._attached = True
+    # -- the trainable embedding, the model's input module ------------------------------------------
+    def input_modules(self) -> Dict[str, torch.nn.Module]:
+        """The trainable embedding as ``task_embedding`` (none for the frozen GloVe table); the model
+        builder makes it a submodule of the model, so the optimizer, the device move and the checkpoint
+        include it."""
+        if self.embedding is None:
+            return {}
+        self._taken = True
+        return {"task_embedding": self.embedding}
 
     # -- sizes -------------------------------------------------------------------------------------
     def max_encoder_steps(self) -> int:
@@ -578,10 +579,11 @@ class DocumentTask(ClassificationTask):
         return self.make_batch(split, members[pick], k)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        if self.embedding is not None and not self._attached:
+        if self.embedding is not None and not self._taken:
             raise RuntimeError(
-                "embedding: trainable needs the trainer to call task.attach_to(model) before building the "
-                "optimizer, or the embedding never learns; use embedding: glove, or a trainer that attaches it")
+                "embedding: trainable needs a model built with this task (uwbench.models.base.build_model(..., "
+                "task=task) takes the embedding as the model's input module), or the embedding never learns; "
+                "use embedding: glove, or build the model with its task")
         return self.sample_split("train", batch_size, generator)
 
     def eval_batches(self, n: int, batch_size: int, generator: torch.Generator) -> List[Batch]:

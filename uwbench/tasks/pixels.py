@@ -2,7 +2,7 @@
 on scikit-learn's bundled 8x8 digits.
 
 An image is read one pixel per encoder step (input size 1, values scaled to [0, 1]; 784 steps for
-MNIST, the paper's "768" is a typo, reference §8). The class is read after the last pixel: the decoder
+MNIST, the paper's "768" is a typo, docs/reference.md §11). The class is read after the last pixel: the decoder
 runs one all-zero step and its output (10 logits) is the prediction, scored by cross-entropy and
 accuracy (``ClassificationTask``). The permuted variants reorder the pixels of every image by one fixed
 permutation drawn from ``permutation_seed``.

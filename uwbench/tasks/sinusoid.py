@@ -6,8 +6,8 @@ value per step, no end marker); the decoder then predicts y_{T+1}..y_{T+T_out}. 
 adds eps_2 ~ U(-2, 2) to every *input* value; targets stay clean. Loss and metric: MSE over the
 decoding steps (``RegressionTask``). T = T_out = 100.
 
-Choices the paper leaves open (reference §9 item 9), made here:
-- The decoder inputs are all zero (B, T_out, 1), as for the synthetic tasks (reference D2): the model
+Choices the paper leaves open (docs/reference.md §11), made here:
+- The decoder inputs are all zero (B, T_out, 1), as for the synthetic tasks (docs/reference.md §2.1): the model
   generates from memory and its own state, never from the true previous value.
 - eps_1 is drawn for every step (``jitter: step``): one eps_1 per sequence would only shift the phase,
   which phi ~ U(0, 100) already does, so it could not "ensure the sequence varies". ``jitter:

@@ -1,6 +1,6 @@
 """Synthetic memorisation and reasoning tasks: copy, reverse, double (paper §3.2), add, max (§3.3).
 
-Exactly as the authors' code generates them (reference §1): tokens x_1..x_T uniform over 1..V-1,
+Exactly as the authors' code generates them (docs/reference.md §2): tokens x_1..x_T uniform over 1..V-1,
 token 0 is the end marker appended to input and target; one-hot of size V; the encoder reads T+1
 steps; the decoder gets all-zero inputs for T_out+1 steps and predicts the target then the marker.
 One T per batch, optionally drawn from [seq_len_min, seq_len] per batch.
@@ -23,7 +23,7 @@ END = 0  # the end-of-sequence token (one-hot index 0)
 class SyntheticConfig:
     seq_len: int = 50  # T, the number of input tokens (the encoder reads T+1 steps)
     seq_len_min: Optional[int] = None  # if set, T ~ U{seq_len_min..seq_len} once per batch
-    vocab_size: int = 10  # V: tokens 1..V-1 plus the end marker 0 (reference D1)
+    vocab_size: int = 10  # V: tokens 1..V-1 plus the end marker 0 (docs/reference.md §2.1)
     test_size: int = 640
     test_seed: int = 20190506  # the fixed test set's seed, independent of the run's seed
 
@@ -43,10 +43,10 @@ class SyntheticConfig:
 
 @dataclass
 class MaxConfig(SyntheticConfig):
-    vocab_size: int = 50  # the paper's max task draws from a larger range (reference §1.3, D1)
+    vocab_size: int = 50  # the paper's max task draws from a larger range (docs/reference.md §2.1)
 
 
-# Target rules on x (B, T) -> y (B, T_out), reference §1.2 (1-indexed in the comments).
+# Target rules on x (B, T) -> y (B, T_out), docs/reference.md §2.2 (1-indexed in the comments).
 def copy_target(x: torch.Tensor) -> torch.Tensor:
     return x  # y_i = x_i
 
@@ -94,7 +94,7 @@ class SyntheticTask(ClassificationTask):
         y = torch.cat([self.rule(tokens), end], dim=1)  # (B, T_out+1)
         x = torch.cat([tokens, end], dim=1)  # (B, T+1)
         inputs = F.one_hot(x, v).float()  # (B, T+1, V)
-        decoder_inputs = torch.zeros(b, y.shape[1], v)  # (B, T_out+1, V) all zero (reference §1.1)
+        decoder_inputs = torch.zeros(b, y.shape[1], v)  # (B, T_out+1, V) all zero (docs/reference.md §2.1)
         return Batch(inputs=inputs, decoder_inputs=decoder_inputs, targets=y)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:

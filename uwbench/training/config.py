@@ -2,15 +2,14 @@
 
 ``resolve_run({"task": {"name": "copy", "seq_len": 8}, "model": {"name": "dnc"}, "train": {...}})``
 fills every default from the components' config dataclasses and validates every key and value, so
-the dict MLflow records describes the run completely (DESIGN.md §1).
+the dict MLflow records describes the run completely.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, Literal, Mapping, Optional
 
-from uwbench.config import ConfigError, build
+from uwbench.config import ConfigError, as_dict, build
 from uwbench.registry import MODELS, TASKS
 
 
@@ -21,8 +20,8 @@ class TrainConfig:
     optimizer: Literal["adam", "rmsprop"] = "adam"
     lr: float = 1e-3
     clip: float = 10.0  # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
-    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # reference D13
-    eval_every: int = 100  # evaluate on fresh batches every N updates (reference §4.3)
+    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # docs/reference.md §8.2
+    eval_every: int = 100  # evaluate on fresh batches every N updates (docs/reference.md §8.3)
     eval_batches: int = 5
     early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
     seed: int = 0
@@ -58,9 +57,9 @@ class ResolvedRun:
 
     def as_dict(self) -> Dict[str, Dict[str, Any]]:
         return {
-            "task": {"name": self.task_name, **dataclasses.asdict(self.task_cfg)},
-            "model": {"name": self.model_name, **dataclasses.asdict(self.model_cfg)},
-            "train": dataclasses.asdict(self.train),
+            "task": {"name": self.task_name, **as_dict(self.task_cfg)},
+            "model": {"name": self.model_name, **as_dict(self.model_cfg)},
+            "train": as_dict(self.train),
         }
 
 
@@ -75,11 +74,10 @@ def resolve_run(raw: Mapping[str, Mapping[str, Any]]) -> ResolvedRun:
     if "name" not in model:
         raise ConfigError("the run needs model.name (e.g. --model dnc)")
     task_name, model_name = task.pop("name"), model.pop("name")
-    task_entry, model_entry = TASKS.entry(task_name), MODELS.entry(model_name)
     return ResolvedRun(
         task_name=task_name,
-        task_cfg=build(task_entry.config, task, f"task ({task_name})"),
+        task_cfg=TASKS.build_config(task_name, task),
         model_name=model_name,
-        model_cfg=build(model_entry.config, model, f"model ({model_name})"),
+        model_cfg=MODELS.build_config(model_name, model),
         train=build(TrainConfig, dict(raw.get("train") or {}), "train"),
     )

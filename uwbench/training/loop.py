@@ -1,6 +1,6 @@
 """The training loop: train, evaluate, keep the best checkpoint, test, time, record.
 
-Follows the authors' protocol (reference §4, decisions D12-D15): Adam (or RMSprop) on fresh random
+Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fresh random
 batches, per-tensor L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches``
 fresh batches, the best-evaluated weights kept, and a final test of those weights on the task's fixed
 seeded test set. Timing: training seconds per 100 updates *without* evaluation, evaluation separately.
@@ -105,10 +105,11 @@ def enable_compile(model, model_name: str) -> None:
 
 
 def build_components(run: ResolvedRun, device: torch.device):
-    task = TASKS.get(run.task_name)(run.task_cfg)
-    model = MODELS.get(run.model_name)(run.model_cfg, input_size=task.input_size,
-                                       output_size=task.output_size, task=task)
-    task.attach_to(model)  # task-owned trainable parameters (e.g. a trainable embedding) join the model
+    from uwbench.models.base import build_model
+    from uwbench.tasks import build_task
+
+    task = build_task(run.task_name, run.task_cfg)
+    model = build_model(run.model_name, task.input_size, task.output_size, run.model_cfg, task=task)
     return task, model.to(device)
 
 

@@ -1,4 +1,5 @@
-"""Writing strategies: importing this package registers every built-in writer."""
+"""Writing strategies: ``base.py`` holds the ``Writer`` contract; each other module is one writer, its
+class and its config registered together. Importing this package registers every built-in writer."""
 import importlib
 
 WRITER_MODULES = (

@@ -1,5 +1,4 @@
-"""Cached Uniform Writing (paper §2.3, Algorithm 1 and the attention equation; reference §3.3 "Intended
-design", decision D6).
+"""Cached Uniform Writing (paper §2.3, Algorithm 1 and the attention equation; docs/reference.md §6).
 
 Writes every min(s, L) encoder steps (s the UW interval, L = ``cache_size``). Every encoder step pushes
 the incoming controller state h_{t-1} into a per-sample cache; at a write step t the cache holds the
@@ -12,20 +11,36 @@ then runs, the memory is written and read, and the cache is cleared. The first w
 the initial state (steps 0..t), so it has s+1 entries; later ones hold exactly the interval.
 
 The released TF code's cache is broken (a window counter stuck at 0 and a reshape that mixes the batch,
-reference §3.3); this is the paper's mechanism, not that code.
+docs/reference.md §6.2); this is the paper's mechanism, not that code.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Tuple
 
 import torch
 import torch.nn as nn
 
-from uwbench.models.memory_base import Writer
 from uwbench.registry import WRITERS
 from uwbench.theory import positions_to_mask, uniform_positions
+from uwbench.writing.base import Writer
+from uwbench.writing.uniform import UniformConfig
 
-INIT_STD = 0.1  # W_c, U_c, V_c, v ~ N(0, 0.1^2), no biases (reference D6, D10)
+INIT_STD = 0.1  # W_c, U_c, V_c, v ~ N(0, 0.1^2), no biases (docs/reference.md §6.3)
+
+
+@dataclass
+class CachedUniformConfig(UniformConfig):
+    """UW's ``schedule`` rule plus the cache: L and the attention width A."""
+
+    cache_size: int = 5  # L, the CUW interval and cache length (paper: 5 synthetic, 10 MNIST/documents)
+    attention_size: int = 16  # A, the attention width (the paper's CUW parameter count gives 16)
+
+    def __post_init__(self):
+        for rule, ok, value in (("cache_size >= 1", self.cache_size >= 1, self.cache_size),
+                                ("attention_size >= 1", self.attention_size >= 1, self.attention_size)):
+            if not ok:
+                raise ValueError(f"`{rule}` must hold, got {value}")
 
 
 class CacheAttention(nn.Module):
@@ -46,15 +61,15 @@ class CacheAttention(nn.Module):
         return torch.bmm(alpha.unsqueeze(1), cache).squeeze(1), alpha  # (B, H), (B, n)
 
 
-@WRITERS.register("cached_uniform", help="cached uniform writing: interval min(s, L), attention over a cache")
+@WRITERS.register("cached_uniform", config=CachedUniformConfig, help="cached uniform writing: interval min(s, L), attention over a cache")
 class CachedUniformWriter(Writer):
     cached = True
 
     def schedule(self, n_steps: int) -> List[bool]:
-        positions = uniform_positions(n_steps, self.cfg.memory_size, cache_size=self.cfg.cache_size,
-                                      rule=self.cfg.schedule)
+        positions = uniform_positions(n_steps, self.cfg.memory_size, cache_size=self.options.cache_size,
+                                      rule=self.options.schedule)
         return positions_to_mask(positions, n_steps)
 
     def build_attention(self, hidden_size: int, read_size: int) -> CacheAttention:
         """The frame calls this for a ``cached`` writer and owns the returned module (its parameters)."""
-        return CacheAttention(hidden_size, read_size, self.cfg.attention_size)
+        return CacheAttention(hidden_size, read_size, self.options.attention_size)

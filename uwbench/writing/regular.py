@@ -1,11 +1,11 @@
-"""Regular writing: the memory is written and read at every encoder step (a plain DNC/NTM,
-reference §3.1 ``hold_mem_mode = 0``)."""
+"""Regular writing: the memory is written and read at every encoder step (a plain DNC / NTM; the
+authors' code's hold mode 0, docs/reference.md §5.2). No settings of its own."""
 from __future__ import annotations
 
 from typing import List
 
-from uwbench.models.memory_base import Writer
 from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
 
 
 @WRITERS.register("regular", help="write and read at every step (plain DNC / NTM)")
