@@ -1,4 +1,5 @@
-"""Process environment hygiene (stack notes §10.3): set once, never override what the user set."""
+"""Process environment: library settings set once (never overriding what the user set), and the
+uwbench settings read from the environment (runs folder, checkpoint folder)."""
 from __future__ import annotations
 
 import os
@@ -25,6 +26,16 @@ RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
 def runs_dir() -> str:
     """Where local MLflow data, Optuna journals and checkpoints go (default ./runs)."""
     return os.path.abspath(os.environ.get(RUNS_DIR_ENV, "runs"))
+
+
+CHECKPOINT_DIR_ENV = "UWBENCH_CHECKPOINT_DIR"
+
+
+def checkpoint_dir() -> str:
+    """Where mid-run training checkpoints go (``<dir>/<MLflow run id>/``): ``$UWBENCH_CHECKPOINT_DIR``, else
+    ``<runs dir>/checkpoints``. Point it at a folder every machine can read when runs may resume elsewhere."""
+    path = os.environ.get(CHECKPOINT_DIR_ENV)
+    return os.path.abspath(path) if path else os.path.join(runs_dir(), "checkpoints")
 
 
 def progress_interval() -> float:

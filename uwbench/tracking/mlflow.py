@@ -1,4 +1,4 @@
-"""MLflow, the system of record (DESIGN.md §1). The only module that imports mlflow.
+"""MLflow, the system of record (docs/design.md). The only module that imports mlflow.
 
 Uses ``MlflowClient`` with explicit experiment and run ids (no global active run, no
 ``MLFLOW_EXPERIMENT_ID`` in the environment), so the same code works in the CLI, in Optuna worker
@@ -7,6 +7,7 @@ processes and in Ray trial actors. Default store: ``sqlite:///<runs>/mlflow.db``
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -101,7 +102,9 @@ def ensure_experiment(name: str, uri: Optional[str] = None) -> str:
         return c.get_experiment_by_name(name).experiment_id
 
 
+@functools.lru_cache(maxsize=None)
 def git_sha() -> str:
+    """The short commit of uwbench's own repository ("unknown" outside one); once per process."""
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
@@ -112,18 +115,27 @@ def git_sha() -> str:
 
 
 class Run:
-    """One MLflow run, written through the client API. Use as a context manager or call ``end``."""
+    """One MLflow run, written through the client API. Use as a context manager or call ``end``.
+
+    ``run_id`` re-opens an existing run (status RUNNING again; its experiment is the run's own unless
+    ``experiment_id`` is given)."""
 
     def __init__(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Mapping[str, Any]] = None,
                  parent_run_id: Optional[str] = None, uri: Optional[str] = None,
                  experiment_id: Optional[str] = None, run_id: Optional[str] = None):
         self.uri = resolve_uri(uri)
         self.client = MlflowClient(tracking_uri=self.uri)
-        self.experiment_id = experiment_id or ensure_experiment(experiment, self.uri)
-        if run_id is not None:  # re-open an existing run (e.g. a parent run)
+        if run_id is not None:  # re-open an existing run (a parent run, an interrupted run to resume)
+            try:
+                existing = self.client.get_run(run_id)
+            except mlflow.exceptions.MlflowException as exc:
+                raise ValueError(f"no MLflow run {run_id!r} in {self.uri}: check the run id and --tracking-uri") \
+                    from exc
+            self.experiment_id = experiment_id or existing.info.experiment_id
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
         else:
+            self.experiment_id = experiment_id or ensure_experiment(experiment, self.uri)
             all_tags = {k: str(v) for k, v in (tags or {}).items()}
             if run_name:
                 all_tags["mlflow.runName"] = run_name
@@ -132,6 +144,15 @@ class Run:
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
             self.run_id = run.info.run_id
         self._ended = False
+        self._logged: Optional[Dict[str, set]] = None  # (metric -> steps) already in MLflow, when skipping
+
+    def skip_logged_metrics(self) -> None:
+        """From now on ``log_metrics`` leaves out every (metric, step) point the run already holds (for a
+        resumed run: no point twice). System metrics keep their own steps."""
+        self._logged = {}
+        keys = [k for k in self.client.get_run(self.run_id).data.metrics if not k.startswith(SYSTEM_PREFIX)]
+        for key in keys:
+            self._logged[key] = {int(m.step) for m in self.client.get_metric_history(self.run_id, key)}
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         items = [Param(k, _param_value(v)) for k, v in params.items()]
@@ -141,11 +162,22 @@ class Run:
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+        if self._logged is not None:
+            items = [m for m in items if m.step not in self._logged.get(m.key, ())]
+            for m in items:
+                self._logged.setdefault(m.key, set()).add(m.step)
         if items:
             self.client.log_batch(self.run_id, metrics=items)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def delete_tags(self, keys) -> None:
+        """Remove the tags ``keys`` where the run has them."""
+        present = self.client.get_run(self.run_id).data.tags
+        for key in keys:
+            if key in present:
+                self.client.delete_tag(self.run_id, key)
 
     def log_text(self, text: str, path: str) -> None:
         self.client.log_text(self.run_id, text, path)
@@ -174,6 +206,9 @@ class Run:
     def __exit__(self, exc_type, exc, tb):
         self.end("FINISHED" if exc_type is None else "FAILED")
         return False
+
+
+SYSTEM_PREFIX = "system/"  # MLflow's prefix of system metrics
 
 
 def _param_value(value: Any) -> str:
