@@ -106,7 +106,8 @@ def _reference(tmp_path, config, uri):
     from uwbench.tracking.mlflow import Run
 
     ref_dir = tmp_path / "ref-ckpt"
-    result = train(config, run=Run("reference", uri=uri), progress=False, checkpoint_dir=str(ref_dir))
+    result = train(config, run=Run("reference", uri=uri), progress=False, checkpoint_dir=str(ref_dir),
+                   system_metrics=False)
     assert result.status == "finished"
     return result, str(ref_dir)
 
@@ -186,7 +187,7 @@ def test_train_refuses_to_resume_a_run_under_another_config(tmp_path, tracking_u
     run = Run("mismatch", uri=tracking_uri)
     Checkpoint(run.run_id, {"task": {"name": "copy"}}, root=str(tmp_path)).save({"step": 20})
     with pytest.raises(CheckpointError, match="another run config"):
-        train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path))
+        train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path), system_metrics=False)
 
 
 def test_a_finished_run_keeps_only_its_best_weights_and_is_not_resumed(tmp_path, tracking_uri):
@@ -194,14 +195,14 @@ def test_a_finished_run_keeps_only_its_best_weights_and_is_not_resumed(tmp_path,
 
     cfg = {**KILL_CFG, "train": {**KILL_CFG["train"], "steps": 40}}
     run = Run("prune", uri=tracking_uri)
-    result = train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path))
+    result = train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path), system_metrics=False)
     folder = tmp_path / run.run_id
     assert os.listdir(folder) == [BEST_FILE] and status(run.run_id, str(tmp_path)) == "finished"
     best = torch.load(folder / BEST_FILE, weights_only=True)
     assert sum(t.numel() for t in best.values()) >= result.num_parameters  # the weights (and the buffers)
     again = Run("prune", uri=tracking_uri, run_id=run.run_id)
     with pytest.raises(CheckpointError, match="already finished"):
-        train(cfg, run=again, progress=False, checkpoint_dir=str(tmp_path))
+        train(cfg, run=again, progress=False, checkpoint_dir=str(tmp_path), system_metrics=False)
 
 
 def test_checkpoints_can_be_switched_off(tmp_path, tracking_uri):
@@ -209,7 +210,7 @@ def test_checkpoints_can_be_switched_off(tmp_path, tracking_uri):
 
     cfg = {**KILL_CFG, "train": {**KILL_CFG["train"], "steps": 20, "checkpoint_every": 0}}
     run = Run("off", uri=tracking_uri)
-    assert train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path)).status == "finished"
+    assert train(cfg, run=run, progress=False, checkpoint_dir=str(tmp_path), system_metrics=False).status == "finished"
     assert not (tmp_path / run.run_id).exists()
 
 

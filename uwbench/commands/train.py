@@ -52,6 +52,8 @@ def add_arguments(p) -> None:
                         "config flags given too must match it)")
     p.add_argument("--checkpoint-dir", metavar="PATH",
                    help="where checkpoints are written and read (default $UWBENCH_CHECKPOINT_DIR or runs/checkpoints)")
+    p.add_argument("--no-system-metrics", action="store_true",
+                   help="do not log CPU, memory and GPU use (also UWBENCH_SYSTEM_METRICS=0)")
 
 
 def run_config_from_args(args) -> dict:
@@ -114,7 +116,8 @@ def _train_and_print(config, mlrun, args) -> int:
     from uwbench.training.loop import train
 
     try:
-        result = train(config, run=mlrun, progress=not args.no_progress, checkpoint_dir=args.checkpoint_dir)
+        result = train(config, run=mlrun, progress=not args.no_progress, checkpoint_dir=args.checkpoint_dir,
+                       system_metrics=False if args.no_system_metrics else None)
     except KeyboardInterrupt:
         print(f"interrupted; continue from the last checkpoint with `uwbench train --resume {mlrun.run_id}`"
               + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))

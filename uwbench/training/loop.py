@@ -154,13 +154,15 @@ def train(
     progress: bool = True,
     progress_desc: Optional[str] = None,
     checkpoint_dir: Optional[str] = None,
+    system_metrics: Optional[bool] = None,
 ) -> RunResult:
     """Train one configuration. ``config`` is a nested run config (see ``resolve_run``); ``run`` is an
     open ``uwbench.tracking.mlflow.Run`` (or None: nothing recorded, no checkpoints). The run is ended here.
 
     With a ``run``, a checkpoint is written to ``<checkpoint_dir>/<run id>/`` (default
     ``uwbench.env.checkpoint_dir()``) every ``train.checkpoint_every`` evaluations, and a run whose
-    checkpoint exists is resumed from it (``uwbench.training.checkpoint``)."""
+    checkpoint exists is resumed from it (``uwbench.training.checkpoint``). ``system_metrics``: log CPU,
+    memory and GPU use to the run (None: ``uwbench.env.system_metrics()``, on unless switched off)."""
     resolved = resolve_run(config)
     tc = resolved.train
     device = resolve_device(tc.device)
@@ -168,6 +170,8 @@ def train(
     if run is not None:
         ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, checkpoint_dir)
     saved = ckpt.load() if ckpt is not None else None  # refuses another config before anything is recorded
+    if run is not None and (env.system_metrics() if system_metrics is None else system_metrics):
+        run.start_system_metrics()
     threads = resolve_threads(tc.threads, device)
     previous_threads = torch.get_num_threads()
     if threads is not None:
@@ -249,7 +253,8 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
             for i, s in enumerate(h["step"]):
                 run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
-                      "torch_version": torch.__version__, "torch_threads": result.threads, "resumes": counters.resumes})
+                      "torch_threads": result.threads, "resumes": counters.resumes})
+        run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
 
     bar = None
     if progress:
