@@ -214,6 +214,20 @@ def test_checkpoints_can_be_switched_off(tmp_path, tracking_uri):
     assert not (tmp_path / run.run_id).exists()
 
 
+def test_the_random_writers_mask_comes_back_from_the_state_dict_not_from_the_rng():
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import build_components
+
+    resolved = resolve_run({**KILL_CFG, "task": {"name": "copy", "seq_len": 40}})
+    torch.manual_seed(0)
+    _, saved = build_components(resolved, torch.device("cpu"))
+    torch.manual_seed(1)
+    _, fresh = build_components(resolved, torch.device("cpu"))
+    assert fresh.writer.mask != saved.writer.mask  # another draw
+    fresh.load_state_dict(saved.state_dict())
+    assert fresh.writer.mask == saved.writer.mask
+
+
 def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
     import numpy as np
 

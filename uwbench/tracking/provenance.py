@@ -2,7 +2,7 @@
 
 ``collect(repo_dir)`` returns a ``Provenance``: ``tags`` (flat strings, recorded as MLflow tags so the UI
 can filter on them: ``git_commit``, ``git_dirty``, ``python_version``, ``torch_version``, ``cuda_version``,
-``cudnn_version``, ``cpu_model``, ``cpu_count``, ``hostname``, ...) and ``files`` (artifacts:
+``cudnn_version``, ``cpu_model``, ``cpu_count``, ``gpu_model``, ``hostname``, ...) and ``files`` (artifacts:
 ``packages.txt``, the installed distributions as ``name==version``; ``git_diff.patch``, the output of
 ``git diff HEAD`` when the work tree is dirty; ``git_untracked.txt``, the untracked files when there are
 any). The code's repository is the one holding the uwbench package unless another folder is given.
@@ -82,19 +82,43 @@ def _software() -> Dict[str, str]:
 
 
 def _machine() -> Dict[str, str]:
-    import torch
-
     tags = {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": str(os.cpu_count() or 0)}
     try:
         tags["cpu_affinity"] = str(len(os.sched_getaffinity(0)))  # the cores this process may use
     except (AttributeError, OSError):
         pass
-    if torch.cuda.is_available():
-        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        tags["gpu_count"], tags["gpu_model"] = str(len(names)), ", ".join(sorted(set(names)))
-    else:
-        tags["gpu_count"], tags["gpu_model"] = "0", NONE
+    tags.update(_gpus())
     return tags
+
+
+def _gpus() -> Dict[str, str]:
+    """The machine's NVIDIA GPUs and driver, read through NVML (nvidia-ml-py): no CUDA context is made, so
+    a CPU run on a GPU machine stays off the GPUs."""
+    none = {"gpu_count": "0", "gpu_model": NONE, "nvidia_driver": NONE}
+    try:
+        import pynvml
+    except ImportError:
+        return none
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no GPU
+        return none
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        names = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        return none
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return {"gpu_count": str(count), "gpu_model": ", ".join(sorted(set(names))) or NONE, "nvidia_driver": driver}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def cpu_model() -> str:

@@ -75,11 +75,20 @@ def capture_rng(generators: Mapping[str, torch.Generator]) -> Dict[str, Any]:
     state: Dict[str, Any] = {
         "generators": {k: g.get_state() for k, g in generators.items()},
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": _cuda_rng(),
         "python": random.getstate(),
         "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),
     }
     return state
+
+
+def _cuda_rng() -> Dict[int, torch.Tensor]:
+    """The CUDA generator of the device in use, when this process uses CUDA (never initialising CUDA, nor
+    touching the other GPUs)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    index = torch.cuda.current_device()
+    return {index: torch.cuda.get_rng_state(index)}
 
 
 def restore_rng(state: Mapping[str, Any], generators: Mapping[str, torch.Generator]) -> None:
@@ -92,8 +101,9 @@ def restore_rng(state: Mapping[str, Any], generators: Mapping[str, torch.Generat
     for k, g in generators.items():
         g.set_state(state["generators"][k])
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    for index, cuda_state in state["cuda"].items():
+        if torch.cuda.is_available() and index < torch.cuda.device_count():
+            torch.cuda.set_rng_state(cuda_state, index)
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]
@@ -104,8 +114,8 @@ def restore_rng(state: Mapping[str, Any], generators: Mapping[str, torch.Generat
 
 
 class Checkpoint:
-    """The checkpoint folder of one run. ``every``: save at every ``every``-th evaluation (0/None: never,
-    and nothing is resumed either). ``config``: the resolved run config (``ResolvedRun.as_dict()``), stored
+    """The checkpoint folder of one run. ``every``: save at every ``every``-th evaluation (0/None: never).
+    ``config``: the resolved run config (``ResolvedRun.as_dict()``), stored
     with every save and compared on load."""
 
     def __init__(self, run_id: str, config: Mapping[str, Any], every: Optional[int] = 1,
@@ -135,8 +145,6 @@ class Checkpoint:
     def load(self) -> Optional[Dict[str, Any]]:
         """The saved state, or None when there is none (a fresh run). Raises ``CheckpointError`` when the
         run already finished, or the checkpoint was written for another config or another format."""
-        if not self.enabled:
-            return None
         if self.finished():
             raise CheckpointError(
                 f"run {self.run_id} already finished: its checkpoint folder {self.folder} holds only the best "
