@@ -240,3 +240,15 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
     got = ([torch.rand(3, generator=g) for g in gens.values()], torch.rand(3), random.random(), np.random.rand())
     assert all(torch.equal(a, b) for a, b in zip(expected[0], got[0]))
     assert torch.equal(expected[1], got[1]) and expected[2:] == got[2:]
+
+
+def test_resume_from_the_cli_with_other_flags_is_refused_before_the_run_is_touched(tmp_path, capsys):
+    from uwbench.cli import main
+    from uwbench.training.config import resolve_run
+
+    Checkpoint("r9", resolve_run(KILL_CFG).as_dict(), root=str(tmp_path)).save({"step": 20})
+    code = main(["train", "--resume", "r9", "--checkpoint-dir", str(tmp_path), "--task", "copy", "--model", "dnc",
+                 "--seq-len", "6", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "another run config" in err and "task.seq_len: stored 5, given 6" in err
