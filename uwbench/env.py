@@ -1,4 +1,5 @@
-"""Process environment hygiene (stack notes §10.3): set once, never override what the user set."""
+"""Process environment: library settings set once (never overriding what the user set), and the
+uwbench settings read from the environment (runs folder, checkpoint folder, system metrics switch)."""
 from __future__ import annotations
 
 import os
@@ -25,6 +26,31 @@ RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
 def runs_dir() -> str:
     """Where local MLflow data, Optuna journals and checkpoints go (default ./runs)."""
     return os.path.abspath(os.environ.get(RUNS_DIR_ENV, "runs"))
+
+
+CHECKPOINT_DIR_ENV = "UWBENCH_CHECKPOINT_DIR"
+
+
+def checkpoint_dir() -> str:
+    """Where mid-run training checkpoints go (``<dir>/<MLflow run id>/``): ``$UWBENCH_CHECKPOINT_DIR``, else
+    ``<runs dir>/checkpoints``. Point it at a folder every machine can read when runs may resume elsewhere."""
+    path = os.environ.get(CHECKPOINT_DIR_ENV)
+    return os.path.abspath(path) if path else os.path.join(runs_dir(), "checkpoints")
+
+
+SYSTEM_METRICS_ENV = "UWBENCH_SYSTEM_METRICS"
+_SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+                  "off": False}
+
+
+def system_metrics() -> bool:
+    """Whether training runs log system metrics (CPU, memory, GPU) to MLflow: on unless
+    ``UWBENCH_SYSTEM_METRICS`` says 0 / false / no / off."""
+    raw = os.environ.get(SYSTEM_METRICS_ENV, "1").strip().lower()
+    if raw not in _SWITCH_VALUES:
+        raise ValueError(f"{SYSTEM_METRICS_ENV} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; "
+                         f"set it to 0 to turn system metrics off")
+    return _SWITCH_VALUES[raw]
 
 
 def progress_interval() -> float:

@@ -25,8 +25,8 @@ DEFAULT_EXPERIMENT = "uwbench-train"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--task", required=True, help="task name (see `uwbench ls`)")
-    p.add_argument("--model", required=True, help="model name (see `uwbench ls`)")
+    p.add_argument("--task", help="task name (see `uwbench ls`); required unless --resume")
+    p.add_argument("--model", help="model name (see `uwbench ls`); required unless --resume")
     p.add_argument("--seq-len", type=int, help="input length T (synthetic tasks)")
     p.add_argument("--hidden-size", type=int, help="controller units H")
     p.add_argument("--controller", help="ln_lstm | lstm | gru | rnn")
@@ -47,11 +47,20 @@ def add_arguments(p) -> None:
     p.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="MLflow experiment name")
     p.add_argument("--run-name", help="MLflow run name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--resume", metavar="RUN_ID",
+                   help="continue the interrupted MLflow run RUN_ID from its last checkpoint (its stored config; "
+                        "config flags given too must match it)")
+    p.add_argument("--checkpoint-dir", metavar="PATH",
+                   help="where checkpoints are written and read (default $UWBENCH_CHECKPOINT_DIR or runs/checkpoints)")
+    p.add_argument("--no-system-metrics", action="store_true",
+                   help="do not log CPU, memory and GPU use (also UWBENCH_SYSTEM_METRICS=0)")
 
 
 def run_config_from_args(args) -> dict:
-    from uwbench.config import merge, parse_assignments
+    from uwbench.config import ConfigError, merge, parse_assignments
 
+    if not args.task or not args.model:
+        raise ConfigError("the run needs --task and --model (or --resume RUN_ID to continue an interrupted run)")
     flags: dict = {"task": {"name": args.task}, "model": {"name": args.model}}
     for flag, (section, key) in FLAG_KEYS.items():
         value = getattr(args, flag, None)
@@ -65,14 +74,47 @@ def run(args) -> int:
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.tracking.ui import link_line
     from uwbench.training.config import resolve_run
-    from uwbench.training.loop import train
 
+    if args.resume:
+        return resume(args)
     config = run_config_from_args(args)
     resolved = resolve_run(config)  # validate before anything is recorded
     tags = {**axes.run_tags(resolved.as_dict()), "git_sha": git_sha(), "role": "single"}
     name = args.run_name or f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{resolved.train.seed}"
     mlrun = Run(args.experiment, run_name=name, tags=tags, uri=args.tracking_uri)
-    result = train(config, run=mlrun, progress=not args.no_progress)
+    return _train_and_print(config, mlrun, args)
+
+
+def resume(args) -> int:
+    """``--resume RUN_ID``: the run's stored config (or the flags' config, which must match it), the same
+    MLflow run re-opened, training continued from the checkpoint."""
+    from uwbench.tracking.mlflow import Run
+    from uwbench.training.checkpoint import Checkpoint, stored_config
+    from uwbench.training.config import resolve_run
+
+    config = stored_config(args.resume, args.checkpoint_dir)
+    given = [flag for flag in ("task", "model", *FLAG_KEYS) if getattr(args, flag, None) is not None]
+    if given or args.assignments:
+        config = run_config_from_args(args)
+        resolved = resolve_run(config)
+        # refused here, before the run is re-opened, when it differs from the stored config
+        Checkpoint(args.resume, resolved.as_dict(), resolved.train.checkpoint_every, args.checkpoint_dir).load()
+    mlrun = Run(args.experiment, uri=args.tracking_uri, run_id=args.resume)
+    args.experiment = mlrun.client.get_experiment(mlrun.experiment_id).name
+    print(f"resuming MLflow run {args.resume}")
+    return _train_and_print(config, mlrun, args)
+
+
+def _train_and_print(config, mlrun, args) -> int:
+    from uwbench.training.loop import train
+
+    try:
+        result = train(config, run=mlrun, progress=not args.no_progress, checkpoint_dir=args.checkpoint_dir,
+                       system_metrics=False if args.no_system_metrics else None)
+    except KeyboardInterrupt:
+        print(f"interrupted; continue from the last checkpoint with `uwbench train --resume {mlrun.run_id}`"
+              + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+        raise
     if result.status != "finished":
         print(f"run FAILED: {result.error}")
         print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")

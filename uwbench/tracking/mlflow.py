@@ -1,13 +1,18 @@
-"""MLflow, the system of record (DESIGN.md §1). The only module that imports mlflow.
+"""MLflow, the system of record (docs/design.md). The only module that imports mlflow.
 
 Uses ``MlflowClient`` with explicit experiment and run ids (no global active run, no
 ``MLFLOW_EXPERIMENT_ID`` in the environment), so the same code works in the CLI, in Optuna worker
 processes and in Ray trial actors. Default store: ``sqlite:///<runs>/mlflow.db`` with artifacts under
 ``<runs>/artifacts``; any URI (an ``mlflow server``) works the same.
+
+A training run also records its provenance (``provenance.py``: commit, dirty flag and diff, versions,
+machine, packages) and, unless switched off, system metrics (``SystemMetrics``: MLflow's own monitor).
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -101,7 +106,9 @@ def ensure_experiment(name: str, uri: Optional[str] = None) -> str:
         return c.get_experiment_by_name(name).experiment_id
 
 
+@functools.lru_cache(maxsize=None)
 def git_sha() -> str:
+    """The short commit of uwbench's own repository ("unknown" outside one); once per process."""
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
@@ -112,18 +119,28 @@ def git_sha() -> str:
 
 
 class Run:
-    """One MLflow run, written through the client API. Use as a context manager or call ``end``."""
+    """One MLflow run, written through the client API. Use as a context manager or call ``end``.
+
+    ``run_id`` re-opens an existing run (status RUNNING again; its experiment is the run's own unless
+    ``experiment_id`` is given). ``system_metrics``: sample CPU, memory and GPU use into the run until
+    ``end`` (also ``start_system_metrics()``)."""
 
     def __init__(self, experiment: str, run_name: Optional[str] = None, tags: Optional[Mapping[str, Any]] = None,
                  parent_run_id: Optional[str] = None, uri: Optional[str] = None,
-                 experiment_id: Optional[str] = None, run_id: Optional[str] = None):
+                 experiment_id: Optional[str] = None, run_id: Optional[str] = None, system_metrics: bool = False):
         self.uri = resolve_uri(uri)
         self.client = MlflowClient(tracking_uri=self.uri)
-        self.experiment_id = experiment_id or ensure_experiment(experiment, self.uri)
-        if run_id is not None:  # re-open an existing run (e.g. a parent run)
+        if run_id is not None:  # re-open an existing run (a parent run, an interrupted run to resume)
+            try:
+                existing = self.client.get_run(run_id)
+            except mlflow.exceptions.MlflowException as exc:
+                raise ValueError(f"no MLflow run {run_id!r} in {self.uri}: check the run id and --tracking-uri") \
+                    from exc
+            self.experiment_id = experiment_id or existing.info.experiment_id
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
         else:
+            self.experiment_id = experiment_id or ensure_experiment(experiment, self.uri)
             all_tags = {k: str(v) for k, v in (tags or {}).items()}
             if run_name:
                 all_tags["mlflow.runName"] = run_name
@@ -132,6 +149,35 @@ class Run:
             run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=run_name)
             self.run_id = run.info.run_id
         self._ended = False
+        self._logged: Optional[Dict[str, set]] = None  # (metric -> steps) already in MLflow, when skipping
+        self._monitor = None
+        if system_metrics:
+            self.start_system_metrics()
+
+    def skip_logged_metrics(self) -> None:
+        """From now on ``log_metrics`` leaves out every (metric, step) point the run already holds (for a
+        resumed run: no point twice). System metrics keep their own steps."""
+        self._logged = {}
+        keys = [k for k in self.client.get_run(self.run_id).data.metrics if not k.startswith(SYSTEM_PREFIX)]
+        for key in keys:
+            self._logged[key] = {int(m.step) for m in self.client.get_metric_history(self.run_id, key)}
+
+    def start_system_metrics(self) -> None:
+        """Sample CPU, memory, disk, network and (with nvidia-ml-py and a GPU) GPU use every
+        ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (default 10) into ``system/...`` metrics,
+        until ``end``. Idempotent."""
+        if self._monitor is None:
+            self._monitor = SystemMetrics(self.run_id, self.uri)
+
+    def log_provenance(self, artifact_dir: str = "provenance", repo_dir: Optional[str] = None) -> None:
+        """The code, software and machine of this process (``provenance.collect``): tags, and the package
+        list and uncommitted changes as artifacts under ``artifact_dir``."""
+        from uwbench.tracking import provenance
+
+        prov = provenance.collect(repo_dir)
+        self.set_tags(prov.tags)
+        for name, text in prov.files.items():
+            self.log_text(text, f"{artifact_dir}/{name}")
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         items = [Param(k, _param_value(v)) for k, v in params.items()]
@@ -141,11 +187,22 @@ class Run:
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+        if self._logged is not None:
+            items = [m for m in items if m.step not in self._logged.get(m.key, ())]
+            for m in items:
+                self._logged.setdefault(m.key, set()).add(m.step)
         if items:
             self.client.log_batch(self.run_id, metrics=items)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def delete_tags(self, keys) -> None:
+        """Remove the tags ``keys`` where the run has them."""
+        present = self.client.get_run(self.run_id).data.tags
+        for key in keys:
+            if key in present:
+                self.client.delete_tag(self.run_id, key)
 
     def log_text(self, text: str, path: str) -> None:
         self.client.log_text(self.run_id, text, path)
@@ -165,6 +222,9 @@ class Run:
 
     def end(self, status: str = "FINISHED") -> None:
         if not self._ended:
+            if self._monitor is not None:
+                self._monitor.stop()
+                self._monitor = None
             self.client.set_terminated(self.run_id, status=status)
             self._ended = True
 
@@ -174,6 +234,40 @@ class Run:
     def __exit__(self, exc_type, exc, tb):
         self.end("FINISHED" if exc_type is None else "FAILED")
         return False
+
+
+SYSTEM_PREFIX = "system/"  # MLflow's prefix of system metrics
+
+
+class SystemMetrics:
+    """MLflow's own system-metrics monitor (``mlflow.system_metrics``, psutil; GPUs through nvidia-ml-py)
+    on an explicit run id. Its steps continue after those the run already has (a resumed run), and the
+    samples taken since the last logged step are logged on ``stop``, so a run shorter than the sampling
+    interval still gets one point. Without psutil it logs nothing and warns once."""
+
+    def __init__(self, run_id: str, uri: str):
+        self.monitor = None
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+        except ImportError as exc:  # psutil missing
+            warnings.warn(f"system metrics are off: {exc} (pip install psutil nvidia-ml-py)")
+            return
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop lines per run
+        self.monitor = SystemMetricsMonitor(run_id, resume_logging=True, tracking_uri=uri)
+        self.monitor.start()
+
+    def stop(self) -> None:
+        if self.monitor is None:
+            return
+        self.monitor.finish()  # stops the sampler thread and logs what it aggregated
+        try:
+            pending = self.monitor.aggregate_metrics()
+            if pending:
+                self.monitor.publish_metrics(pending)
+                self.monitor.mlflow_logger.flush()
+        except Exception as exc:  # never fail a run over its system metrics
+            warnings.warn(f"could not log the last system metrics: {type(exc).__name__}: {exc}")
+        self.monitor = None
 
 
 def _param_value(value: Any) -> str:

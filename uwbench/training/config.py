@@ -28,6 +28,7 @@ class TrainConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     threads: Optional[int] = None  # torch intra-op threads (None: 1 on CPU, torch's default on CUDA; see loop.py)
     compile: bool = False  # run the model's step function under torch.compile (DESIGN.md §5)
+    checkpoint_every: Optional[int] = 1  # save a resumable checkpoint every N evaluations; 0 or None: never
 
     def __post_init__(self):
         checks = [
@@ -40,6 +41,8 @@ class TrainConfig:
         ]
         if self.early_stop_evals is not None:
             checks.append(("early_stop_evals >= 1", self.early_stop_evals >= 1, self.early_stop_evals))
+        if self.checkpoint_every is not None:
+            checks.append(("checkpoint_every >= 0", self.checkpoint_every >= 0, self.checkpoint_every))
         if self.threads is not None:
             checks.append(("threads >= 1", self.threads >= 1, self.threads))
         for rule, ok, value in checks:

@@ -1,11 +1,21 @@
 """The training loop: train, evaluate, keep the best checkpoint, test, time, record.
 
-Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fresh random
-batches, per-tensor L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches``
-fresh batches, the best-evaluated weights kept, and a final test of those weights on the task's fixed
-seeded test set. Timing: training seconds per 100 updates *without* evaluation, evaluation separately.
-The first update is timed on its own (``first_update_seconds``: lazy initialisation and, with
-``compile``, the compilation) and left out of the per-100 figures, which measure the steady state.
+Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fresh random batches, per-tensor
+L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches`` fresh batches, the
+best-evaluated weights kept, and a final test of those weights on the task's fixed seeded test set.
+Timing: training seconds per 100 updates *without* evaluation, evaluation separately. The first update is
+timed on its own (``first_update_seconds``: lazy initialisation and, with ``compile``, the compilation)
+and left out of the per-100 figures, which measure the steady state.
+
+Checkpoints and resume (``checkpoint.py``): with an MLflow run, the loop state is saved at every
+``checkpoint_every``-th evaluation, and a run whose checkpoint exists continues from it under the same
+MLflow run, logging no (metric, step) point twice. On CPU a resumed run ends exactly as an uninterrupted
+one (same learning curve, same test metric). What a resume does to the timings: the updates redone after
+a kill (at most one checkpoint interval) and the time spent before the kill on them are not counted;
+``first_update_seconds`` stays the first process's; the first update after each resume pays the warm-up
+again, so it is timed apart (``resume_warmup_seconds``, logged only for resumed runs) and left out of the
+per-100 figures like the first one, and ``train_seconds`` counts it. ``checkpoint_seconds`` (writing the
+checkpoints) is outside every other timing.
 
 Threads: ``threads=None`` means one intra-op thread on CPU. A MANN step is hundreds of tiny kernels, so
 more threads do not speed it up (benchmarks/README.md), and on a machine whose cores are busy with
@@ -14,11 +24,13 @@ thread: single DNC updates measured 1.1-5.9 s instead of 70-85 ms that way. The 
 restored after the run.
 
 A non-finite loss stops the run, marks it failed with the step it happened at, and keeps what was
-recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it.
+recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it. A pruned or
+diverged run's checkpoint is deleted; an interrupted or crashed one's is kept, to resume from.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -29,6 +41,7 @@ import torch
 from uwbench import env
 from uwbench.config import flatten
 from uwbench.registry import MODELS, TASKS
+from uwbench.training.checkpoint import Checkpoint, capture_rng, restore_rng
 from uwbench.training.config import ResolvedRun, resolve_run
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}
@@ -59,6 +72,8 @@ class RunResult:
     threads: Optional[int] = None  # torch intra-op threads used
     eval_seconds: float = 0.0
     test_seconds: float = 0.0
+    checkpoint_seconds: float = 0.0  # writing mid-run checkpoints (outside every other timing)
+    resumes: int = 0  # times this run was resumed from a checkpoint
     num_parameters: int = 0
     run_id: Optional[str] = None
     error: Optional[str] = None
@@ -139,23 +154,74 @@ def train(
     report: Optional[Callable[[int, float], None]] = None,
     progress: bool = True,
     progress_desc: Optional[str] = None,
+    checkpoint_dir: Optional[str] = None,
+    system_metrics: Optional[bool] = None,
 ) -> RunResult:
     """Train one configuration. ``config`` is a nested run config (see ``resolve_run``); ``run`` is an
-    open ``uwbench.tracking.mlflow.Run`` (or None: nothing recorded). The run is ended here."""
+    open ``uwbench.tracking.mlflow.Run`` (or None: nothing recorded, no checkpoints). The run is ended here.
+
+    With a ``run``, a checkpoint is written to ``<checkpoint_dir>/<run id>/`` (default
+    ``uwbench.env.checkpoint_dir()``) every ``train.checkpoint_every`` evaluations, and a run whose
+    checkpoint exists is resumed from it (``uwbench.training.checkpoint``). ``system_metrics``: log CPU,
+    memory and GPU use to the run (None: ``uwbench.env.system_metrics()``, on unless switched off)."""
     resolved = resolve_run(config)
     tc = resolved.train
     device = resolve_device(tc.device)
+    ckpt = None
+    if run is not None:
+        ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, checkpoint_dir)
+    saved = ckpt.load() if ckpt is not None else None  # refuses another config before anything is recorded
+    if run is not None and (env.system_metrics() if system_metrics is None else system_metrics):
+        run.start_system_metrics()
     threads = resolve_threads(tc.threads, device)
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _train(resolved, device, run, report, progress, progress_desc)
+        return _train(resolved, device, run, report, progress, progress_desc, ckpt, saved)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, progress_desc) -> RunResult:
+@dataclass
+class _Counters:
+    """What the loop carries from one evaluation to the next besides the ``RunResult`` fields (saved in
+    checkpoints)."""
+
+    timed_steps: int = 0  # updates in the per-100 figures
+    timed_cpu: float = 0.0  # process CPU seconds of the timed updates
+    timed_model_cpu: float = 0.0  # of those, forward + loss + backward (the rest is the trainer's own work)
+    evals_since_best: int = 0
+    resumes: int = 0
+    resume_warmup_seconds: float = 0.0  # the first update after each resume (timed apart, like the first)
+    checkpoint_seconds: float = 0.0
+
+
+# RunResult fields a checkpoint carries (the rest is recomputed at the end)
+_RESULT_FIELDS = ("best_eval", "best_step", "steps_done", "train_seconds", "eval_seconds", "first_update_seconds",
+                  "history")
+
+
+def _snapshot(step: int, done: bool, model, optimizer, generators, result: RunResult, counters: _Counters,
+              best_state) -> Dict:
+    return {"step": step, "done": done, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "rng": capture_rng(generators), "best_state": best_state,
+            "result": {k: getattr(result, k) for k in _RESULT_FIELDS}, "counters": dataclasses.asdict(counters)}
+
+
+def _restore(saved: Dict, model, optimizer, generators, result: RunResult) -> _Counters:
+    model.load_state_dict(saved["model"])  # the random writer's mask too (a buffer of the model)
+    optimizer.load_state_dict(saved["optimizer"])
+    restore_rng(saved["rng"], generators)
+    for k in _RESULT_FIELDS:
+        setattr(result, k, saved["result"][k])
+    counters = _Counters(**saved["counters"])
+    counters.resumes += 1
+    return counters
+
+
+def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, progress_desc,
+           ckpt: Optional[Checkpoint], saved: Optional[Dict]) -> RunResult:
     tc = resolved.train
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
@@ -164,39 +230,50 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
+    generators = {"train": train_gen, "eval": eval_gen}
     result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters(),
                        threads=torch.get_num_threads())
     result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
+    counters = _Counters()
+    best_state = None
+    start, done = 0, False
+    if saved is not None:
+        counters = _restore(saved, model, optimizer, generators, result)
+        best_state, start, done = saved["best_state"], saved["step"], saved["done"]
 
     if run is not None:
         result.run_id = run.run_id
-        cfg_dict = resolved.as_dict()
-        run.log_params(flatten(cfg_dict))
-        run.log_dict(cfg_dict, "config.json")
+        run.skip_logged_metrics()  # a resumed run never logs a (metric, step) point twice
+        if saved is None:
+            cfg_dict = resolved.as_dict()
+            run.log_params(flatten(cfg_dict))
+            run.log_dict(cfg_dict, "config.json")
+        else:  # points logged before the kill but missing from MLflow: from the checkpoint's curve
+            run.delete_tags(["error"])  # the interruption's; the run goes on
+            h = result.history
+            for i, s in enumerate(h["step"]):
+                run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
-                      "torch_version": torch.__version__, "torch_threads": result.threads})
+                      "torch_threads": result.threads, "resumes": counters.resumes})
+        run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=tc.steps, desc=progress_desc or f"{resolved.model_name}/{resolved.task_name}",
+        bar = tqdm(total=tc.steps, initial=start,
+                   desc=progress_desc or f"{resolved.model_name}/{resolved.task_name}",
                    unit="upd", dynamic_ncols=True, leave=True,
                    mininterval=env.progress_interval())
-    best_state = None
     loss_sum = torch.zeros((), device=device)
     window_steps = 0  # updates in the current evaluation window (for the mean loss)
-    window_timed = 0  # of those, the ones in window_time (all but the first update of the run)
+    window_timed = 0  # of those, the ones in window_time (all but a warm-up update)
     window_time = 0.0
-    timed_steps = 0
-    timed_cpu = 0.0  # process CPU seconds of the timed updates
-    timed_model_cpu = 0.0  # of those, forward + loss + backward (the rest is the trainer's own work)
-    evals_since_best = 0
+    warmup_seconds = 0.0  # the last warm-up update's time
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    step = 0
     try:
         model.train()
-        for step in range(1, tc.steps + 1):
+        for step in range(start + 1, (start if done else tc.steps) + 1):
             t0, c0 = time.perf_counter(), time.process_time()
             batch = task.sample(tc.batch_size, train_gen).to(device)
             m0 = time.process_time()
@@ -215,15 +292,21 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
             del out, loss
             window_steps += 1
             evaluating = step % tc.eval_every == 0 or step == tc.steps
-            if step == 1:  # warm-up (lazy init, compilation): timed on its own, not in the per-100 figures
+            if step == start + 1:
+                # warm-up (lazy init, compilation; again after a resume): timed on its own, not in the
+                # per-100 figures
                 sync()
-                result.first_update_seconds = time.perf_counter() - t0
+                warmup_seconds = time.perf_counter() - t0
+                if start == 0:
+                    result.first_update_seconds = warmup_seconds
+                else:
+                    counters.resume_warmup_seconds += warmup_seconds
             else:
                 if evaluating:
                     sync()  # the only host sync: once per evaluation window
                 window_time += time.perf_counter() - t0
-                timed_cpu += time.process_time() - c0
-                timed_model_cpu += m1 - m0
+                counters.timed_cpu += time.process_time() - c0
+                counters.timed_model_cpu += m1 - m0
                 window_timed += 1
             if evaluating:
                 mean_loss = float(loss_sum) / window_steps
@@ -235,10 +318,10 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
                 result.eval_seconds += time.perf_counter() - e0
                 if window_timed:
                     sec100 = window_time / window_timed * 100.0
-                else:  # a window holding only the first update
-                    sec100 = result.first_update_seconds * 100.0
+                else:  # a window holding only a warm-up update
+                    sec100 = warmup_seconds * 100.0
                 result.train_seconds += window_time
-                timed_steps += window_timed
+                counters.timed_steps += window_timed
                 result.steps_done = step
                 h = result.history
                 h["step"].append(step)
@@ -251,28 +334,38 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
                 if _better(value, result.best_eval, task.metric_mode):
                     result.best_eval, result.best_step = value, step
                     best_state = copy.deepcopy(model.state_dict())
-                    evals_since_best = 0
+                    counters.evals_since_best = 0
                 else:
-                    evals_since_best += 1
+                    counters.evals_since_best += 1
                 if bar is not None:
                     bar.set_postfix(loss=f"{mean_loss:.3f}", **{task.metric[:3]: f"{value:.3f}"})
                 loss_sum.zero_()
                 window_steps, window_timed, window_time = 0, 0, 0.0
+                done = step == tc.steps or bool(tc.early_stop_evals
+                                                and counters.evals_since_best >= tc.early_stop_evals)
+                if ckpt is not None and ckpt.due(len(h["step"]), done):
+                    k0 = time.perf_counter()
+                    ckpt.save(_snapshot(step, done, model, optimizer, generators, result, counters, best_state))
+                    counters.checkpoint_seconds += time.perf_counter() - k0
                 if report is not None:
                     report(step, value)
-                if tc.early_stop_evals and evals_since_best >= tc.early_stop_evals:
+                if done:
                     break
             if bar is not None:
                 bar.update(1)
     except Pruned:
         result.status = "pruned"
         _finish(run, result, "KILLED")
+        if ckpt is not None:
+            ckpt.discard()
         raise
     except Diverged as exc:
         result.error = f"diverged: {exc}. Try a lower lr (now {tc.lr}) or a tighter clip (now {tc.clip})."
         _finish(run, result, "FAILED")
+        if ckpt is not None:
+            ckpt.discard()
         return result
-    except BaseException as exc:
+    except BaseException as exc:  # interrupted or crashed: the checkpoint stays, to resume from
         result.error = f"{type(exc).__name__}: {exc}"
         _finish(run, result, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED")
         raise
@@ -280,13 +373,16 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
         if bar is not None:
             bar.close()
 
+    timed_steps = counters.timed_steps
     if timed_steps:
         result.seconds_per_100 = result.train_seconds / timed_steps * 100.0
-        result.cpu_seconds_per_100 = timed_cpu / timed_steps * 100.0
-        result.model_cpu_seconds_per_100 = timed_model_cpu / timed_steps * 100.0
+        result.cpu_seconds_per_100 = counters.timed_cpu / timed_steps * 100.0
+        result.model_cpu_seconds_per_100 = counters.timed_model_cpu / timed_steps * 100.0
     else:  # a one-update run: only the warm-up update exists
         result.seconds_per_100 = (result.first_update_seconds or 0.0) * 100.0
-    result.train_seconds += result.first_update_seconds or 0.0
+    result.train_seconds += (result.first_update_seconds or 0.0) + counters.resume_warmup_seconds
+    result.resumes = counters.resumes
+    result.checkpoint_seconds = counters.checkpoint_seconds
     model.load_state_dict(best_state)
     t0 = time.perf_counter()
     result.test = evaluate(model, task, task.test_batches(), device)
@@ -297,10 +393,14 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
                          "mean_seconds_per_100": result.seconds_per_100,
                          "mean_cpu_seconds_per_100": result.cpu_seconds_per_100,
                          "first_update_seconds": result.first_update_seconds, "eval_seconds": result.eval_seconds,
-                         "test_seconds": result.test_seconds, f"best_eval_{task.metric}": result.best_eval},
+                         "test_seconds": result.test_seconds, f"best_eval_{task.metric}": result.best_eval,
+                         "checkpoint_seconds": result.checkpoint_seconds,
+                         "resume_warmup_seconds": counters.resume_warmup_seconds if counters.resumes else None},
                         result.steps_done)
         run.log_bytes(lambda p: torch.save(best_state, p), "best.pt", "checkpoint")
     _finish(run, result, "FINISHED")
+    if ckpt is not None:
+        ckpt.finish(best_state)
     return result
 
 
