@@ -72,7 +72,6 @@ def run_config_from_args(args) -> dict:
 def run(args) -> int:
     from uwbench import axes
     from uwbench.tracking.mlflow import Run, git_sha
-    from uwbench.tracking.ui import link_line
     from uwbench.training.config import resolve_run
 
     if args.resume:
@@ -106,6 +105,7 @@ def resume(args) -> int:
 
 
 def _train_and_print(config, mlrun, args) -> int:
+    from uwbench.tracking.ui import link_line
     from uwbench.training.loop import train
 
     try:
