@@ -325,8 +325,9 @@ class Compute:
 
     def text(self) -> str:
         parts = [f"{self.core_hours:.2f} CPU core-hours" + (f" and {self.gpu_hours:.2f} GPU-hours" if self.gpu_hours else "")
-                 + f" over {self.n_runs} runs ({self.n_trials} search trials, {self.n_finals} final runs; "
-                 f"{self.n_timed} with recorded times): training plus evaluation wall time"
+                 + f" over {_count(self.n_runs, 'run')} ({_count(self.n_trials, 'search trial')}, "
+                 f"{_count(self.n_finals, 'final run')}; {self.n_timed} with recorded times): training plus "
+                 "evaluation wall time"
                  + (" × each run's threads" if self.threads_recorded else
                     " × 1 thread per CPU run (the trainer's CPU default; runs.csv records no thread count)")]
         if self.updates:
@@ -335,6 +336,10 @@ class Compute:
         if self.seeds:
             parts.append(f"final seeds {', '.join(str(s) for s in self.seeds)} (up to {self.seeds_per_cell} per cell)")
         return "; ".join(parts) + "."
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def compute(runs: pd.DataFrame, curves: pd.DataFrame) -> Compute:
