@@ -459,22 +459,18 @@ def _analyse_cell(entry: CellSearch, trials: List[SearchTrial], distributions: M
     else:
         entry.notes.append("the trials recorded no searched parameters")
         return
+    from uwbench.report.render import slug  # imported here: render imports this module
+
     for kind in KINDS:
         if len(entry.params) < kind.min_params or (flat and kind.name == "contour"):
             continue
-        name = f"search_{_slug(entry.cell)}_{kind.name}"
+        name = f"search_{slug(entry.cell)}_{kind.name}"
         title = f"{kind.title}: {entry.label}, {len(trials)} trials"
         path = os.path.join(folder, f"{name}.png")
         with style():
             save(draw(study, kind, title, objective.name), path)
         files.append(path)
         entry.figures.append((name, f"{title}: {kind.caption}."))
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
 
 
 def importance_table(cells: Sequence[CellSearch]) -> tables.Table:
