@@ -19,8 +19,8 @@ FIXTURE = os.path.join(HERE, "fixtures", "report")
 def cell(cell_id, model="dnc", writer="regular", task="copy", seq_len=50, memory_size=4, mean=None, std=None, n=3,
          sec100=None, sec100_std=None, controller="ln_lstm", device="cpu", state=tables.OK):
     """One row of the report's cell table (``tables.summarize``) with the columns the verdicts read."""
-    row = {c: None for c in tables.SUMMARY_COLUMNS}
-    row.update(cell=cell_id, in_spec=True, task=task, model=model, controller=controller, writer=writer,
+    row = {}
+    row.update(cell=cell_id, cache_size=None, hidden_size=None, paper=None, in_spec=True, task=task, model=model, controller=controller, writer=writer,
                seq_len=seq_len, memory_size=memory_size if model != "lstm" else None,
                compression_ratio=((memory_size + 1) / seq_len) if model != "lstm" else None,
                n=n, n_failed=0, n_trials=0, grid_points=1, mean=mean, std=std, state=state,
@@ -29,7 +29,7 @@ def cell(cell_id, model="dnc", writer="regular", task="copy", seq_len=50, memory
 
 
 def frame(*rows):
-    return pd.DataFrame(list(rows), columns=tables.SUMMARY_COLUMNS)
+    return pd.DataFrame(list(rows))
 
 
 def result(claim_id, summary, metric="accuracy"):
@@ -191,6 +191,14 @@ def test_ablation_window_claim():
     assert result("uw-gain-peaks", ablation([1, 6, 5, 4], stds=(1.5, 1.5))).verdict == INCONCLUSIVE
     assert result("uw-gain-peaks", ablation([1, 20], memory=(9, 14))) is None  # 20 %, 30 %: nothing outside
     assert result("uw-gain-peaks", ablation([1, 20, 15, 2], n=1)).verdict == INCONCLUSIVE
+    panels = pd.concat([ablation([1, 20, 15, 2]).assign(controller="lstm"),
+                        ablation([1, 20, 15, 2]).assign(controller="rnn",
+                                                        cell=lambda f: f["cell"] + "-rnn")], ignore_index=True)
+    r = result("uw-gain-peaks", panels)  # one series per controller (the ablation's two panels)
+    assert len(r.comparisons) == 2 and r.verdict == YES
+    first, second = (c.what.split(" vs ")[0] for c in r.comparisons)  # the labels name the controller
+    assert "LSTM" in first and "RNN" in second
+    assert r.comparisons[0].what.endswith("vs regular writing, Double T=50")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -204,17 +204,9 @@ def canonical_value(value) -> float:
 
 
 def _params_of_row(row: Mapping) -> Dict[str, Any]:
+    """A trial's searched values: the sweep's ``search_params`` tag (JSON, by config path)."""
     text = row.get("search_params")
-    if isinstance(text, str) and text.strip() not in ("", "{}"):
-        return json.loads(text)
-    from uwbench.report.runs import PARAM_FALLBACK  # runs made before the tag: the lr and clip columns
-
-    out = {}
-    for col in ("lr", "clip"):
-        v = row.get(col)
-        if tables._isnum(v):
-            out[PARAM_FALLBACK[col]] = v
-    return out
+    return json.loads(text) if isinstance(text, str) and text.strip() else {}
 
 
 def finished_trial_rows(runs: pd.DataFrame, cell: str, objective: Objective) -> pd.DataFrame:
@@ -233,19 +225,25 @@ def trials_from_runs(rows: pd.DataFrame, objective: Objective) -> List[SearchTri
     return [t for _, _, t in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
-def storage_study_name(study_id: str, profile: str, spec_hash: str, cell: str) -> str:
-    """The name of a cell's search study in the Optuna storage (the Optuna backend's naming)."""
-    from uwbench.sweeps.optuna_backend import study_name
+def _sweep_storage():
+    """The sweeps' storage helpers (``storage_url``, ``make_storage``, ``study_name``): the one home of
+    where a sweep keeps its Optuna studies and how it names them."""
+    try:
+        from uwbench.sweeps import storage
+    except ImportError:  # the layout before uwbench.sweeps.storage: the Optuna backend held them
+        from uwbench.sweeps import optuna_backend as storage
+    return storage
 
+
+def storage_study_name(study_id: str, profile: str, spec_hash: str, cell: str) -> str:
+    """The name of a cell's search study in the Optuna storage (the sweep's naming)."""
     plan = types.SimpleNamespace(id=study_id, profile=profile, spec_hash=spec_hash)  # the fields it names
-    return study_name(plan, cell, "search")
+    return _sweep_storage().study_name(plan, cell, "search")
 
 
 def default_storage(study_id: str) -> str:
     """Where ``uwbench sweep`` keeps a study's Optuna storage by default (a journal file under runs/)."""
-    from uwbench.sweeps.optuna_backend import storage_url
-
-    return storage_url(types.SimpleNamespace(id=study_id), None)
+    return _sweep_storage().storage_url(types.SimpleNamespace(id=study_id), None)
 
 
 def open_storage(url: Optional[str]):
@@ -255,9 +253,7 @@ def open_storage(url: Optional[str]):
         return None
     if url.startswith("journal:") and not os.path.exists(url[len("journal:"):]):
         return None
-    from uwbench.sweeps.optuna_backend import make_storage
-
-    return make_storage(url)
+    return _sweep_storage().make_storage(url)
 
 
 def trials_from_storage(storage, name: str, run_ids: Sequence[str]) -> Optional[List[SearchTrial]]:

@@ -221,11 +221,9 @@ def _value(row, measure: str, label: str) -> Value:
     return Value(_num(row["mean"]), _num(row["std"]), int(row["n"]), label)
 
 
-def _where(row, axes: Sequence[str], flags: Dict[str, bool]) -> str:
-    text = tables.column_label(row, [a for a in ("task", "seq_len", "memory_size") if a in axes]) or row["cell"]
-    if "controller" in axes and flags.get("with_controller") and row["controller"]:
-        text += f" ({tables.CONTROLLER_NAMES.get(row['controller'], row['controller'])} controller)"
-    return text
+def _where(row, axes: Sequence[str]) -> str:
+    """Where a comparison is made: the task, T and D of ``axes`` (the labels name the controller where needed)."""
+    return tables.column_label(row, [a for a in ("task", "seq_len", "memory_size") if a in axes]) or row["cell"]
 
 
 def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy") -> Optional[ClaimResult]:
@@ -255,7 +253,7 @@ def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy") -> O
                 lv = _value(lo, claim.measure, tables.model_label(lo, **flags))
                 same_device = claim.measure != "time" or str(w["device"]) == str(lo["device"])
                 verdict, reason = compare(wv, lv, higher, same_device)
-                comps.append(Comparison(_where(w, claim.same, flags), wv, lv, verdict, reason))
+                comps.append(Comparison(_where(w, claim.same), wv, lv, verdict, reason))
     if not comps:
         return None
     return ClaimResult(claim, comps, combine([c.verdict for c in comps]), name)
@@ -293,7 +291,7 @@ def _window_comparisons(claim: Claim, winners, losers, flags, higher_better: boo
 
         wv, lv = value(best_in, "inside"), value(best_out, "outside")
         verdict, reason = compare(wv, lv, higher_better=True)
-        what = f"{label} vs regular writing, {_where(row, SERIES_AXES, flags)}"
+        what = f"{label} vs regular writing, {_where(row, SERIES_AXES)}"
         comps.append(Comparison(what, wv, lv, verdict, reason))
     return comps
 
@@ -428,7 +426,8 @@ class Verdicts:
     def html(self) -> str:
         parts = ["<h2>Verdicts</h2>\n",
                  f"<p>Each side is its mean ± std over the finished final seeds: yes / no when the intervals do not "
-                 f"overlap, inconclusive when they overlap or a side has fewer than {MIN_SEEDS} seeds.</p>\n"]
+                 f"overlap, inconclusive when they overlap or a side has fewer than {MIN_SEEDS} seeds (or, for time, "
+                 "the sides ran on different devices). A claim is yes when every comparison is, no when any is.</p>\n"]
         if self.orderings:
             parts.append(tables.to_html(self.ordering_table()))
         if self.claims:
