@@ -3,7 +3,8 @@
 ``report_study("studies/quickstart.yaml")`` reads the study's runs from MLflow (or, when MLflow has none,
 from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index
 ``reports/README.md``. Modules: ``runs`` (the snapshot), ``study`` (the spec as the report sees it),
-``tables``, ``figures``, ``traces`` (memory traces from checkpoints), ``render`` (files, README, HTML).
+``tables``, ``figures``, ``traces`` (memory traces from checkpoints), ``verdicts`` (the paper's claims and
+orderings checked), ``search`` (search analysis of tuned studies), ``render`` (files, README, HTML).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ SOURCES = ("auto", "mlflow", "csv")
 def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
                  traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
                  profile: Optional[str] = None, backend: Optional[str] = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, storage: Optional[str] = None):
     """Build ``<out>/<id>/`` for the study file ``path``; returns the ``render.Report``.
 
     ``source``: ``mlflow`` (the experiment named by the study id must exist), ``csv`` (the committed
@@ -25,6 +26,8 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     ``profile``: whose runs to report (default: the study's default profile if it has runs, then the
     others; see ``study.select_run_set``). ``backend``: whose sweep (optuna | ray) to report when the
     study was swept by both (default: the one with more finished final runs; see ``study.one_backend``).
+    ``storage``: the Optuna storage the sweep used (default: its default journal under runs/), read for the
+    search analysis of a report made from MLflow (``uwbench.report.search``).
     """
     from uwbench import spec as spec_mod
     from uwbench.report import render, runs as runs_mod, study as study_mod
@@ -35,6 +38,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     study_id = spec.id
     folder = os.path.join(out, study_id)
     snap = None
+    search_storage = None
     if source in ("auto", "mlflow"):
         from uwbench.tracking import mlflow as tracking
 
@@ -54,6 +58,9 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
                 found = _collect_traces(snap, [c.id for c in view.cells], tracking_uri, log)
                 snap = runs_mod.Snapshot(snap.runs_csv, snap.curves_csv, runs_mod.traces_text(found))
             log(f"{study_id}: {len(snap.runs)} runs from MLflow ({tracking.resolve_uri(tracking_uri)})")
+            from uwbench.report import search
+
+            search_storage = storage or search.default_storage(study_id)
         elif source == "mlflow":
             raise FileNotFoundError(f"no MLflow experiment {study_id!r} at {tracking.resolve_uri(tracking_uri)}; "
                                     f"run `uwbench sweep {path}` first (or `--tracking-uri`)")
@@ -67,7 +74,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
         snap = runs_mod.Snapshot(runs_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
     view = study_mod.load(path, snap.runs)
-    report = render.build_report(view, snap, folder)
+    report = render.build_report(view, snap, folder, search_storage=search_storage)
     if index:
         render.write_index(out, studies_dir or os.path.dirname(path) or ".")
     return report

@@ -6,6 +6,8 @@
     accuracy.md .tex (.csv)             the paper's layout: ours (mean ± std, n) | paper | Δ
     cells.csv                           every cell, numeric
     time.md .csv .tex                   seconds per 100 updates, reduction of UW / CUW vs regular
+    verdicts.csv orderings.csv          the paper's claims and orderings checked (uwbench.report.verdicts)
+    importance.md .csv, search_*.png    tuned studies: search analysis per cell (uwbench.report.search)
     *.png                               figures (see uwbench.report.figures)
     README.md                           question, commands, spec hash, git sha, tables, figures, deviations
     report.html                         one self-contained page (tables + figures as base64)
@@ -27,7 +29,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from uwbench.report import figures, tables
+from uwbench.report import figures, search, tables, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs
 from uwbench.report.study import load as load_study
@@ -65,7 +67,8 @@ def _write(path: str, text: str, files: List[str]) -> None:
     files.append(path)
 
 
-def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bool = False) -> Report:
+def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bool = False,
+                 search_storage: Optional[str] = None) -> Report:
     os.makedirs(folder, exist_ok=True)
     files: List[str] = list(snap.write(folder))
     runs = snap.runs[snap.runs["study"].isin([study.id, ""])] if len(snap.runs) else snap.runs
@@ -88,6 +91,8 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, "time.md"), tables.to_markdown(ttable), files)
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
         _write(os.path.join(folder, "time.tex"), tables.to_latex(ttable), files)
+    verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
+    searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
 
     # figures
     made = _figures(study, snap, runs, summary)
@@ -99,10 +104,10 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         pngs.append((name, caption))
         if keep_figures:
             report.figures[name] = fig
-    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs)
+    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched)
     _write(os.path.join(folder, "README.md"), readme, files)
-    _write(os.path.join(folder, "report.html"), _html(study, summary, status, blocks, cells, ttable, pngs, folder),
-           files)
+    _write(os.path.join(folder, "report.html"),
+           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched), files)
     _remove_stale(folder, files)
     report.files = files
     return report
@@ -226,7 +231,7 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
 
 
-def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs) -> str:
+def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None) -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == tables.OK).sum())
@@ -260,17 +265,23 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     if ttable is not None:
         lines += ["## Time", "", tables.to_markdown(ttable).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in ttable.notes] + [""]
+    if verdict is not None:
+        lines += [verdict.markdown()]
     if pngs:
         lines += ["## Figures", ""]
         for name, caption in pngs:
             lines += [f"![{caption}]({name}.png)", "", f"_{caption}_", ""]
+    if searched is not None:
+        lines += [searched.markdown()]
     lines += ["## Deviations", ""]
     devs = list(study.deviations) or ["none recorded in the study spec"]
     lines += [f"- {d}" for d in devs] + ["- repository-wide deviations from the authors' code: "
                                          "[`studies/README.md`](../../studies/README.md)", ""]
     lines += ["## Files", "",
               "`runs.csv` (the MLflow rows used), `curves.csv` (learning curves), `traces.csv` (memory traces), "
-              "`accuracy.{md,csv,tex}`, `time.{md,csv,tex}`, `cells.csv`, `report.html` (open in a browser).", ""]
+              "`accuracy.{md,csv,tex}`, `time.{md,csv,tex}`, `cells.csv`, `verdicts.csv` and `orderings.csv` (the "
+              "verdicts), " + ("`importance.{md,csv}` (search analysis), " if searched is not None else "")
+              + "`report.html` (open in a browser).", ""]
     return "\n".join(lines)
 
 
@@ -285,7 +296,7 @@ figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption
 p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padding:.1em .3em}"""
 
 
-def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder) -> str:
+def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None) -> str:
     esc = html.escape
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
@@ -302,6 +313,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
         parts.append(tables.to_html(t))
     if ttable is not None:
         parts.append("<h2>Time</h2>\n" + tables.to_html(ttable))
+    if verdict is not None:
+        parts.append(verdict.html())
     if pngs:
         parts.append("<h2>Figures</h2>\n")
         for name, caption in pngs:
@@ -309,6 +322,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
                 data = base64.b64encode(f.read()).decode("ascii")
             parts.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
                          f"<figcaption>{esc(caption)}</figcaption></figure>\n")
+    if searched is not None:
+        parts.append(searched.html(folder))
     parts.append("<h2>All cells</h2>\n" + tables.to_html(cells))
     if study.deviations:
         parts.append("<h2>Deviations</h2>\n<ul>\n" + "".join(f"<li>{esc(d)}</li>\n" for d in study.deviations)
