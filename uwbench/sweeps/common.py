@@ -63,6 +63,7 @@ class Job:
     uri: str
     extra_tags: Dict[str, Any] = field(default_factory=dict)
     device: Optional[str] = None  # overrides train.device (Ray trials given a GPU)
+    run_id: Optional[str] = None  # re-open this MLflow run (a resumed job) instead of starting one
 
     @property
     def key(self) -> str:
@@ -159,9 +160,10 @@ def objective_value(result, metric: str) -> Optional[float]:
 
 def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
             on_run: Optional[Callable[[str], None]] = None) -> Outcome:
-    """Run one job: open its MLflow child run, train, and always end the run (FINISHED, FAILED, or
-    KILLED when pruned or interrupted). ``on_run(run_id)`` is called once the run exists (before any
-    training), so a backend can remember it for recovery."""
+    """Run one job: open its MLflow child run (or re-open ``job.run_id``: the trainer then continues it
+    from its checkpoint), train, and always end the run (FINISHED, FAILED, or KILLED when pruned or
+    interrupted). ``on_run(run_id)`` is called once the run exists (before any training), so a backend
+    can remember it for recovery."""
     from uwbench.tracking.mlflow import Run
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import Pruned, train
@@ -171,8 +173,12 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     run = None
     try:
         resolved = resolve_run(config).as_dict()
-        run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved), parent_run_id=job.parent_run_id,
-                  uri=job.uri, experiment_id=job.experiment_id)
+        if job.run_id is not None:
+            run = Run(job.study, uri=job.uri, experiment_id=job.experiment_id, run_id=job.run_id)
+            run.set_tags(child_tags(job, resolved))
+        else:
+            run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved),
+                      parent_run_id=job.parent_run_id, uri=job.uri, experiment_id=job.experiment_id)
         if on_run is not None:
             on_run(run.run_id)
         result = train(config, run=run, report=report, progress=False)
