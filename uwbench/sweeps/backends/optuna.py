@@ -16,8 +16,8 @@ Liveness. A worker keeps a heartbeat for the trial it runs: Optuna's own for RDB
 in the trial's user attrs refreshed by a thread (machines' clocks must agree to well within the grace
 period, as NTP keeps them). Every sweep process looks for trials whose heartbeat is older than the
 grace period and fails them; the one process whose FAIL lands first enqueues a retry with the same
-params and user attrs (Optuna's ``RetryFailedTrialCallback``), so the retry exists once. The per-machine
-lock lets a sweep recover at once what *its own machine* left RUNNING (a killed sweep on this machine,
+params and user attrs (Optuna's ``RetryHeartbeatStaleTrialCallback``), so the retry exists once. The
+per-machine lock lets a sweep recover at once what *its own machine* left RUNNING (a killed sweep on this machine,
 a dead worker of its own), without waiting for the grace period; a live trial of another machine is
 never touched.
 
@@ -38,6 +38,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -92,17 +93,15 @@ class Settings:
 
 class Retry:
     """Called once per trial failed for a stale heartbeat (by the process whose FAIL landed): enqueue a
-    copy of it (Optuna's ``RetryFailedTrialCallback``: same params and user attrs, ``retry_history``)."""
+    copy of it (Optuna's ``RetryHeartbeatStaleTrialCallback``: same params and user attrs, ``retry_history``)."""
 
     def __init__(self, max_retries: int, note=None):
-        import warnings
-
         import optuna
-        from optuna.storages import RetryFailedTrialCallback
+        from optuna.storages import RetryHeartbeatStaleTrialCallback
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            self.inner = RetryFailedTrialCallback(max_retry=max_retries)
+            self.inner = RetryHeartbeatStaleTrialCallback(max_retry=max_retries)
         self.max_retries = max_retries
         self.note = note
 
@@ -217,8 +216,10 @@ class Studies:
         journal = is_journal(self.s.storage)
         now = time.time()
         for (cell_id, phase), study in self.studies.items():
-            if not journal:
-                optuna.storages.fail_stale_trials(study)  # Optuna's heartbeat; retries through ``Retry``
+            if not journal:  # Optuna's heartbeat; retries through ``Retry``
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)
                 continue
             for t in self.trials(cell_id, phase, states=(TrialState.RUNNING,)):
                 last = t.user_attrs.get(HEARTBEAT_ATTR)

@@ -1,0 +1,283 @@
+"""Several machines on one study, with real processes and SIGKILL (no mocks).
+
+A "machine" is a `uwbench sweep` process started in its own working folder with its own runs/ (so its
+own lock and its own per-machine state), as a second computer would be. The machines share the Optuna
+storage (a journal file, or a PostgreSQL server of our own on 127.0.0.1) and the MLflow store (one
+SQLite file, or an `mlflow server` on 127.0.0.1 over PostgreSQL). Every case ends with exactly the
+planned runs: each FINISHED once, none FAILED, none left RUNNING, no job twice.
+
+The Ray case builds a cluster of two nodes on 127.0.0.1 (`ray start --head`, then a second `ray start`),
+kills the second node while it runs a trial, and expects the sweep to retry that trial (FailureConfig)
+in the same MLflow run.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import RAY_HEAD_ENV, VENV_BIN, free_port, start_mlflow_server, stop_process_group
+from test_sweeps import ROOT, plugin_env, runs, study_file  # noqa: F401 (plugin_env: a fixture)
+
+# two cells of a model that sleeps in every forward (a few seconds a run, little CPU)
+TUNED = """
+    mode: tuned
+    task: {name: copy, seq_len: 4, test_size: 8}
+    fixed: {train: {steps: 30, batch_size: 4, eval_every: 10, eval_batches: 1}}
+    cells:
+      - {model: test_sleepy, name: a, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
+      - {model: test_sleepy, name: b, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
+    search: {train.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}}
+    seeds: [0, 1]
+    final_seeds: [5, 6]
+    budget: {n_trials: 3}
+    pruning: {type: none}
+"""
+FAITHFUL = """
+    mode: faithful
+    task: {name: copy, seq_len: 4, test_size: 8}
+    fixed: {train: {steps: 40, batch_size: 4, eval_every: 10, eval_batches: 1}}
+    cells:
+      - {model: test_sleepy, name: sleepy, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
+    seeds: [0, 1, 2, 3, 4, 5]
+"""
+FAST_HEARTBEAT = ("--heartbeat-interval", "1", "--grace-period", "5")
+
+
+def start_machine(tmp_path, name: str, env, study: str, *args):
+    """`uwbench sweep` in its own working folder (its own runs/), in its own process group."""
+    folder = tmp_path / name
+    folder.mkdir()
+    log = open(folder / "sweep.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", study, "--workers", "1", "--no-progress", *args],
+                            env=dict(env, UWBENCH_RUNS_DIR=str(folder / "runs")), cwd=str(folder), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc.folder = folder
+    return proc
+
+
+def wait_machine(proc, timeout: float = 420) -> str:
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        stop_process_group(proc.pid, grace_s=1, leader=proc)
+    return (proc.folder / "sweep.log").read_text()
+
+
+def optuna_trials(storage: str):
+    """Every trial of every study in the storage (``journal:<path>`` or an RDB URL)."""
+    from uwbench.sweeps.storage import make_storage
+
+    store = make_storage(storage)
+    return [t for s in store.get_all_studies() for t in store.get_all_trials(s._study_id, deepcopy=False)]
+
+
+def running_trial_of(storage: str, folder):
+    """A RUNNING trial of the machine working in ``folder`` that has started its MLflow run, or None."""
+    from optuna.trial import TrialState
+
+    try:
+        trials = optuna_trials(storage)
+    except Exception:  # the storage is being created
+        return None
+    for t in trials:
+        if t.state == TrialState.RUNNING and str(folder) in t.user_attrs.get("machine", "") \
+                and "mlflow_run_id" in t.user_attrs:
+            return t
+    return None
+
+
+def wait_for(fn, timeout: float = 240, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def exactly_planned(uri: str, study: str, planned: int):
+    """The study's child runs: exactly ``planned``, each job once, all FINISHED (none FAILED or RUNNING)."""
+    df = runs(uri, study)
+    children = df[df["tags.role"].isin(["trial", "final"])]
+    assert len(children) == planned, sorted(children["tags.mlflow.runName"])
+    assert children["tags.job_key"].is_unique  # no run repeated
+    assert set(children["status"]) == {"FINISHED"} and set(children["tags.status"]) == {"finished"}
+    parents = df[df["tags.role"] == "cell"]
+    assert set(parents["status"]) == {"FINISHED"}
+    return children
+
+
+def machines_that_ran(storage: str):
+    return {t.user_attrs.get("machine", "").rsplit(os.sep, 2)[-2] for t in optuna_trials(storage)
+            if t.user_attrs.get("status") == "finished"}
+
+
+def two_machines(tmp_path, env, study: str, storage: str, uri: str, delay_s: float = 20):
+    first = start_machine(tmp_path, "machine1", env, study, "--storage", storage, "--tracking-uri", uri,
+                          *FAST_HEARTBEAT)
+    time.sleep(delay_s)
+    second = start_machine(tmp_path, "machine2", env, study, "--storage", storage, "--tracking-uri", uri,
+                           *FAST_HEARTBEAT)
+    return first, second
+
+
+@pytest.mark.slow
+def test_two_machines_on_one_journal_file_share_the_study(plugin_env, tmp_path):  # noqa: F811
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    study = study_file(tmp_path, "shared", TUNED)
+    storage = "journal:" + str(tmp_path / "shared-disk" / "shared.journal")
+    first, second = two_machines(tmp_path, env, study, storage, uri)
+    out1, out2 = wait_machine(first), wait_machine(second)
+    assert first.returncode == 0, out1[-3000:]
+    assert second.returncode == 0, out2[-3000:]
+    assert "interrupted" not in out2  # the second machine never touched the first one's live trials
+    exactly_planned(uri, "shared", load_plan(study).n_runs())
+    assert machines_that_ran(storage) == {"machine1", "machine2"}  # both did some of the work
+    from optuna.trial import TrialState
+
+    assert not [t for t in optuna_trials(storage) if t.state == TrialState.RUNNING]
+
+
+def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env, tmp_path):  # noqa: F811
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    study = study_file(tmp_path, "killone", FAITHFUL)
+    storage = "journal:" + str(tmp_path / "shared-disk" / "killone.journal")
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
+    try:
+        victim = wait_for(lambda: running_trial_of(storage, second.folder), what="a trial on machine 2")
+        os.killpg(second.pid, signal.SIGKILL)  # the whole machine: sweep and worker
+        second.wait(timeout=30)
+    finally:
+        stop_process_group(second.pid, grace_s=1, leader=second)
+    out1 = wait_machine(first)
+    assert first.returncode == 0, out1[-3000:]
+    assert "abandoned" in out1 and "resumes on the next free worker" in out1
+    children = exactly_planned(uri, "killone", load_plan(study).n_runs())
+    # the killed trial's run was re-opened (same run id), not started again, and ended FINISHED
+    resumed = children[children["run_id"] == victim.user_attrs["mlflow_run_id"]]
+    assert len(resumed) == 1 and resumed.iloc[0]["tags.retry_of"] == str(victim.number)
+    assert len(runs(uri, "killone", deleted=True)) == 0
+    # the killed machine, started again, finds the study complete
+    again = start_machine(tmp_path, "machine2-again", env, study, "--storage", storage, "--tracking-uri", uri)
+    assert "nothing to do" in wait_machine(again)
+
+
+@pytest.mark.slow
+def test_two_machines_on_postgresql_and_an_mlflow_server(plugin_env, tmp_path, postgres):  # noqa: F811
+    from uwbench.spec import load_plan
+
+    env, _ = plugin_env
+    server_dir = tmp_path / "mlflow-server"
+    server_dir.mkdir()
+    url, server = start_mlflow_server(server_dir, postgres("mlflow"))
+    try:
+        study = study_file(tmp_path, "pgshared", TUNED)
+        storage = postgres("optuna")
+        first, second = two_machines(tmp_path, env, study, storage, url)
+        out1, out2 = wait_machine(first), wait_machine(second)
+        assert first.returncode == 0, out1[-3000:]
+        assert second.returncode == 0, out2[-3000:]
+        exactly_planned(url, "pgshared", load_plan(study).n_runs())
+        assert machines_that_ran(storage) == {"machine1", "machine2"}
+    finally:
+        stop_process_group(server.pid, grace_s=3, leader=server)
+
+
+@pytest.mark.slow
+def test_a_machine_killed_on_postgresql_its_trial_resumes_after_the_heartbeat_grace(plugin_env, tmp_path,  # noqa: F811
+                                                                                     postgres):
+    """Optuna's own heartbeat (RDB storages): the killed trial is failed by `fail_stale_trials` on the
+    other machine and retried there in the same MLflow run."""
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    study = study_file(tmp_path, "pgkill", FAITHFUL)
+    storage = postgres("optunakill")
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
+    try:
+        victim = wait_for(lambda: running_trial_of(storage, second.folder), what="a trial on machine 2")
+        os.killpg(second.pid, signal.SIGKILL)
+        second.wait(timeout=30)
+    finally:
+        stop_process_group(second.pid, grace_s=1, leader=second)
+    out1 = wait_machine(first)
+    assert first.returncode == 0, out1[-3000:]
+    children = exactly_planned(uri, "pgkill", load_plan(study).n_runs())
+    resumed = children[children["run_id"] == victim.user_attrs["mlflow_run_id"]]
+    assert len(resumed) == 1 and resumed.iloc[0]["tags.retry_of"] == str(victim.number)
+
+
+# ---- Ray: a cluster of two nodes on 127.0.0.1, the second one killed mid-trial ----
+
+
+def _ray_node(tmp: str, *args):
+    env = dict(os.environ, HOME=tmp, RAY_TMPDIR=tmp, **RAY_HEAD_ENV)
+    env.pop("RAY_ADDRESS", None)
+    ports = [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "ray"), "start", *args, *ports, "--disable-usage-stats",
+                             "--object-store-memory=134217728"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    out, _ = proc.communicate(timeout=180)
+    if proc.returncode != 0:
+        stop_process_group(proc.pid, grace_s=1)
+        pytest.fail(f"ray start {' '.join(args)} failed:\n{out[-3000:]}")
+    return proc.pid  # the process group of the node's daemons
+
+
+@pytest.mark.slow
+def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin_env, tmp_path):  # noqa: F811
+    import tempfile
+
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    tmp = tempfile.mkdtemp(prefix="uwr2", dir="/tmp")  # short: Ray's socket paths
+    port = free_port()
+    head = _ray_node(tmp, "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                     f"--temp-dir={tmp}", f"--dashboard-port={free_port()}")
+    node2 = None
+    try:
+        node2 = _ray_node(tmp, f"--address=127.0.0.1:{port}", "--num-cpus=1")
+        study = study_file(tmp_path, "raykill", FAITHFUL)
+        env = dict(env, HOME=tmp, RAY_TMPDIR=tmp, **RAY_HEAD_ENV)
+        proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", study, "--backend", "ray", "--ray-address",
+                                 f"127.0.0.1:{port}", "--workers", "2", "--tracking-uri", uri, "--no-progress",
+                                 "--checkpoint-dir", str(tmp_path / "checkpoints")],
+                                env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            def two_running():  # one trial per node (one CPU each)
+                df = runs(uri, "raykill") if os.path.exists(uri[len("sqlite:///"):]) else None
+                return df is not None and "tags.role" in df and \
+                    int(((df["tags.role"] == "final") & (df["status"] == "RUNNING")).sum()) >= 2
+
+            wait_for(two_running, what="a trial on each node")
+            stop_process_group(node2, grace_s=0)  # SIGTERM then SIGKILL: the node and its trial are gone
+            node2 = None
+            out, _ = proc.communicate(timeout=420)
+        finally:
+            stop_process_group(proc.pid, grace_s=1, leader=proc)
+        assert proc.returncode == 0, out[-4000:]
+        assert "lost its worker or node; retrying it" in out
+        children = exactly_planned(uri, "raykill", load_plan(study).n_runs())
+        assert len(runs(uri, "raykill", deleted=True)) == 0  # the lost trial's run was resumed, not replaced
+        assert len(children) == 6
+    finally:
+        if node2 is not None:
+            stop_process_group(node2, grace_s=1)
+        stop_process_group(head, grace_s=2)
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
