@@ -220,8 +220,13 @@ def test_a_machine_killed_on_postgresql_its_trial_resumes_after_the_heartbeat_gr
 # ---- Ray: a cluster of two nodes on 127.0.0.1, the second one killed mid-trial ----
 
 
+# Ray refuses a second node while it binds loopback only (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0), so this
+# cluster runs in Ray's ordinary multi-node mode: the nodes register this machine's own address.
+RAY_CLUSTER_ENV = {**RAY_HEAD_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+
+
 def _ray_node(tmp: str, *args):
-    env = dict(os.environ, HOME=tmp, RAY_TMPDIR=tmp, **RAY_HEAD_ENV)
+    env = dict(os.environ, HOME=tmp, RAY_TMPDIR=tmp, **RAY_CLUSTER_ENV)
     env.pop("RAY_ADDRESS", None)
     ports = [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
              f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
@@ -229,7 +234,11 @@ def _ray_node(tmp: str, *args):
     proc = subprocess.Popen([os.path.join(VENV_BIN, "ray"), "start", *args, *ports, "--disable-usage-stats",
                              "--object-store-memory=134217728"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    out, _ = proc.communicate(timeout=180)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        stop_process_group(proc.pid, grace_s=1)
+        pytest.fail(f"ray start {' '.join(args)} did not finish in 120 s")
     if proc.returncode != 0:
         stop_process_group(proc.pid, grace_s=1)
         pytest.fail(f"ray start {' '.join(args)} failed:\n{out[-3000:]}")
@@ -251,7 +260,7 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
     try:
         node2 = _ray_node(tmp, f"--address=127.0.0.1:{port}", "--num-cpus=1")
         study = study_file(tmp_path, "raykill", FAITHFUL)
-        env = dict(env, HOME=tmp, RAY_TMPDIR=tmp, **RAY_HEAD_ENV)
+        env = dict(env, HOME=tmp, RAY_TMPDIR=tmp, **RAY_CLUSTER_ENV)
         proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", study, "--backend", "ray", "--ray-address",
                                  f"127.0.0.1:{port}", "--workers", "2", "--tracking-uri", uri, "--no-progress",
                                  "--checkpoint-dir", str(tmp_path / "checkpoints")],
@@ -281,3 +290,64 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- GPUs of one machine: worker i gets GPU i mod G (the count faked with $UWBENCH_GPU_COUNT) ----
+
+
+def test_worker_devices_spread_workers_over_the_gpus():
+    from uwbench.sweeps.common import SweepError
+    from uwbench.sweeps.driver import worker_devices
+
+    assert worker_devices(3, []) == [None, None, None]  # no GPU: the study's device as it is
+    assert worker_devices(5, ["0", "1"]) == ["0", "1", "0", "1", "0"]  # i mod G
+    assert worker_devices(4, ["0", "1"], 0.5) == ["0", "1", "0", "1"]  # two workers per GPU
+    assert worker_devices(2, ["0", "1", "2", "3"], 2) == ["0,1", "2,3"]  # two GPUs per worker
+    assert worker_devices(2, ["4", "6"]) == ["4", "6"]  # the user's CUDA_VISIBLE_DEVICES is kept
+    with pytest.raises(SweepError, match="needs 3 GPUs, this machine has 2"):
+        worker_devices(5, ["0", "1"], 0.5)
+    with pytest.raises(SweepError, match="asks for GPUs, but this machine has none"):
+        worker_devices(1, [], 0.5)
+
+
+def test_gpu_ids_follow_the_fake_count_or_the_users_visible_devices(monkeypatch):
+    from uwbench.sweeps.common import SweepError
+    from uwbench.sweeps.driver import GPU_COUNT_ENV, gpu_ids
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv(GPU_COUNT_ENV, raising=False)
+    assert gpu_ids() == ["2", "3"]
+    monkeypatch.setenv(GPU_COUNT_ENV, "3")
+    assert gpu_ids() == ["0", "1", "2"]
+    monkeypatch.setenv(GPU_COUNT_ENV, "two")
+    with pytest.raises(SweepError, match="must be a whole number"):
+        gpu_ids()
+
+
+def test_each_worker_process_sees_its_own_gpu(sweep_env, tmp_path):
+    """Two workers on a machine that claims two GPUs: each trial ran with CUDA_VISIBLE_DEVICES set to its
+    worker's GPU (recorded on the run), the two workers on different GPUs."""
+    env, uri = sweep_env
+    study = study_file(tmp_path, "gpus", """
+        mode: faithful
+        task: {name: copy, seq_len: 4, test_size: 8}
+        fixed: {train: {steps: 4, batch_size: 4, eval_every: 2, eval_batches: 1}}
+        cells:
+          - {model: lstm, name: lstm, set: {model: {hidden_size: 8}}}
+        seeds: [0, 1, 2, 3]
+    """)
+    env = dict(env, UWBENCH_GPU_COUNT="2")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, "-m", "uwbench", "sweep", study, "--workers", "2", "--no-progress",
+                           "--tracking-uri", uri], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    children = exactly_planned(uri, "gpus", 4)
+    trials = optuna_trials("journal:" + os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "gpus.journal"))
+    by_worker = {}
+    for t in trials:
+        run = children[children["run_id"] == t.user_attrs["mlflow_run_id"]].iloc[0]
+        by_worker.setdefault(t.user_attrs["worker"], set()).add(run["tags.cuda_visible_devices"])
+    assert all(len(gpus) == 1 for gpus in by_worker.values())  # a worker keeps its GPU
+    assert set().union(*by_worker.values()) <= {"0", "1"}
+    if len(by_worker) == 2:  # both workers got work: one per GPU
+        assert set().union(*by_worker.values()) == {"0", "1"}
