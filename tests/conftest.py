@@ -172,7 +172,10 @@ def postgres():
         os.chown(folder, pg.pw_uid, pg.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
     data, port = os.path.join(folder, "data"), free_port()
-    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True, timeout=120)  # noqa: E731
+
+    def run(*cmd):
+        return subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True, timeout=120)
+
     pid = None
     try:
         run(os.path.join(bindir, "initdb"), "-D", data, "-A", "trust", "-U", "uw")

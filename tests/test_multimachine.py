@@ -21,30 +21,16 @@ import time
 import pytest
 
 from conftest import RAY_HEAD_ENV, VENV_BIN, free_port, start_mlflow_server, stop_process_group
-from test_sweeps import ROOT, plugin_env, runs, study_file  # noqa: F401 (plugin_env: a fixture)
+from test_sweeps import ROOT, _wait_for, plugin_env, runs, study_file  # noqa: F401 (plugin_env: a fixture)
 
-# two cells of a model that sleeps in every forward (a few seconds a run, little CPU)
-TUNED = """
-    mode: tuned
-    task: {name: copy, seq_len: 4, test_size: 8}
-    fixed: {train: {steps: 30, batch_size: 4, eval_every: 10, eval_batches: 1}}
-    cells:
-      - {model: test_sleepy, name: a, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
-      - {model: test_sleepy, name: b, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
-    search: {train.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}}
-    seeds: [0, 1]
-    final_seeds: [5, 6]
-    budget: {n_trials: 3}
-    pruning: {type: none}
-"""
-FAITHFUL = """
-    mode: faithful
-    task: {name: copy, seq_len: 4, test_size: 8}
-    fixed: {train: {steps: 40, batch_size: 4, eval_every: 10, eval_batches: 1}}
-    cells:
-      - {model: test_sleepy, name: sleepy, set: {model: {hidden_size: 8, sleep_s: 0.1}}}
-    seeds: [0, 1, 2, 3, 4, 5]
-"""
+# a model that sleeps in every forward (a few seconds a run, little CPU): two tuned cells, or one faithful
+SLEEPY = "{model: test_sleepy, name: %s, set: {model: {hidden_size: 8, sleep_s: 0.1}}}"
+TASK = "task: {name: copy, seq_len: 4, test_size: 8}\n"
+TRAIN = "fixed: {train: {steps: %d, batch_size: 4, eval_every: 10, eval_batches: 1}}\n"
+TUNED = ("mode: tuned\n" + TASK + TRAIN % 30 + f"cells: [{SLEEPY % 'a'}, {SLEEPY % 'b'}]\n"
+         "search: {train.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}}\n"
+         "seeds: [0, 1]\nfinal_seeds: [5, 6]\nbudget: {n_trials: 3}\npruning: {type: none}\n")
+FAITHFUL = "mode: faithful\n" + TASK + TRAIN % 40 + f"cells: [{SLEEPY % 'sleepy'}]\nseeds: [0, 1, 2, 3, 4, 5]\n"
 FAST_HEARTBEAT = ("--heartbeat-interval", "1", "--grace-period", "5")
 
 
@@ -89,16 +75,6 @@ def running_trial_of(storage: str, folder):
                 and "mlflow_run_id" in t.user_attrs:
             return t
     return None
-
-
-def wait_for(fn, timeout: float = 240, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def exactly_planned(uri: str, study: str, planned: int):
@@ -154,7 +130,7 @@ def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env
     storage = "journal:" + str(tmp_path / "shared-disk" / "killone.journal")
     first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
     try:
-        victim = wait_for(lambda: running_trial_of(storage, second.folder), what="a trial on machine 2")
+        victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
         os.killpg(second.pid, signal.SIGKILL)  # the whole machine: sweep and worker
         second.wait(timeout=30)
     finally:
@@ -205,7 +181,7 @@ def test_a_machine_killed_on_postgresql_its_trial_resumes_after_the_heartbeat_gr
     storage = postgres("optunakill")
     first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
     try:
-        victim = wait_for(lambda: running_trial_of(storage, second.folder), what="a trial on machine 2")
+        victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
         os.killpg(second.pid, signal.SIGKILL)
         second.wait(timeout=30)
     finally:
@@ -272,7 +248,7 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
                 return df is not None and "tags.role" in df and \
                     int(((df["tags.role"] == "final") & (df["status"] == "RUNNING")).sum()) >= 2
 
-            wait_for(two_running, what="a trial on each node")
+            _wait_for(two_running, timeout=240, what="a trial on each node")
             stop_process_group(node2, grace_s=0)  # SIGTERM then SIGKILL: the node and its trial are gone
             node2 = None
             out, _ = proc.communicate(timeout=420)
@@ -328,14 +304,8 @@ def test_each_worker_process_sees_its_own_gpu(sweep_env, tmp_path):
     """Two workers on a machine that claims two GPUs: each trial ran with CUDA_VISIBLE_DEVICES set to its
     worker's GPU (recorded on the run), the two workers on different GPUs."""
     env, uri = sweep_env
-    study = study_file(tmp_path, "gpus", """
-        mode: faithful
-        task: {name: copy, seq_len: 4, test_size: 8}
-        fixed: {train: {steps: 4, batch_size: 4, eval_every: 2, eval_batches: 1}}
-        cells:
-          - {model: lstm, name: lstm, set: {model: {hidden_size: 8}}}
-        seeds: [0, 1, 2, 3]
-    """)
+    lstm = "{model: lstm, name: lstm, set: {model: {hidden_size: 8}}}"
+    study = study_file(tmp_path, "gpus", f"mode: faithful\n{TASK}{TRAIN % 20}cells: [{lstm}]\nseeds: [0, 1, 2, 3]\n")
     env = dict(env, UWBENCH_GPU_COUNT="2")
     env.pop("CUDA_VISIBLE_DEVICES", None)
     proc = subprocess.run([sys.executable, "-m", "uwbench", "sweep", study, "--workers", "2", "--no-progress",

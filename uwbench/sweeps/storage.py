@@ -48,7 +48,8 @@ def make_storage(url: str, heartbeat_interval: Optional[int] = None, grace_perio
         # several worker processes write: wait for the file lock instead of failing
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 120}}
     if heartbeat_interval is not None:
-        kwargs.update(heartbeat_interval=int(heartbeat_interval), grace_period=int(grace_period or 2 * heartbeat_interval),
+        kwargs.update(heartbeat_interval=int(heartbeat_interval),
+                      grace_period=int(grace_period or 2 * heartbeat_interval),
                       heartbeat_stale_trial_callback=stale_callback)
     try:
         import warnings

@@ -224,7 +224,8 @@ def _per_cell_scheduler(plan: Plan):
                                  reduction_factor=p.reduction_factor)
         if p.type == "median":
             return MedianStoppingRule(time_attr="training_iteration", metric="objective", mode=mode,
-                                      grace_period=max(1, p.warmup_evals), min_samples_required=max(1, p.n_startup_trials),
+                                      grace_period=max(1, p.warmup_evals),
+                                      min_samples_required=max(1, p.n_startup_trials),
                                       min_time_slice=10**9)  # never PAUSE: function trials have no checkpoints
         return None
 
@@ -390,7 +391,8 @@ class Backend:
 
     def __init__(self, plan: Plan, options: driver.Options):
         if options.workers is not None and options.workers < 1:
-            raise common.SweepError(f"the ray backend needs `--workers >= 1` (concurrent trials), got {options.workers}")
+            raise common.SweepError(f"the ray backend needs `--workers >= 1` (concurrent trials), got "
+                                    f"{options.workers}")
         if options.max_retries < 0:
             raise common.SweepError(f"--max-retries must be >= 0, got {options.max_retries}")
         self.plan, self.options = plan, options
