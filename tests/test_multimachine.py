@@ -149,6 +149,40 @@ def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env
 
 
 @pytest.mark.slow
+def test_a_machine_frozen_past_the_grace_period_gives_its_trial_up(plugin_env, tmp_path):  # noqa: F811
+    """Machine 2 stopped (SIGSTOP) longer than the grace period: machine 1 takes its trial over; when
+    machine 2 wakes up its worker sees the trial is no longer its own, leaves the run alone, and goes on."""
+    from optuna.trial import TrialState
+
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    study = study_file(tmp_path, "frozen", FAITHFUL)
+    storage = "journal:" + str(tmp_path / "shared-disk" / "frozen.journal")
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
+    try:
+        victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
+        os.killpg(second.pid, signal.SIGSTOP)
+
+        def taken_over():
+            mine = [t for t in optuna_trials(storage) if t.number == victim.number
+                    and t.user_attrs.get("job_key") == victim.user_attrs["job_key"]]
+            return any(t.state == TrialState.FAIL for t in mine)
+
+        _wait_for(taken_over, timeout=120, what="machine 1 to take the trial over")
+        time.sleep(3)
+    finally:
+        os.killpg(second.pid, signal.SIGCONT)
+    out1, out2 = wait_machine(first), wait_machine(second)
+    assert first.returncode == 0, out1[-3000:]
+    assert second.returncode == 0, out2[-3000:]
+    assert "was taken over" in out2
+    children = exactly_planned(uri, "frozen", load_plan(study).n_runs())
+    resumed = children[children["run_id"] == victim.user_attrs["mlflow_run_id"]]
+    assert len(resumed) == 1 and resumed.iloc[0]["tags.status"] == "finished"
+
+
+@pytest.mark.slow
 def test_two_machines_on_postgresql_and_an_mlflow_server(plugin_env, tmp_path, postgres):  # noqa: F811
     from uwbench.spec import load_plan
 

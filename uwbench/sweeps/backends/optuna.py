@@ -57,6 +57,13 @@ class TrialLost(KeyboardInterrupt):
     and leave the run to the retry (a KeyboardInterrupt, so no one records it as a failed run)."""
 
 
+def say(line: str) -> None:
+    """A line for the person watching (stderr, beside the progress line)."""
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
 def phases(plan: Plan) -> Tuple[str, ...]:
     return ("search", "final") if plan.mode == "tuned" else ("final",)
 
@@ -348,6 +355,7 @@ class TrialRunner:
         self.studies = Studies(s, storage, retry)
         self.worker_id = worker_id
         self.alive = alive
+        self.note = note
         self.journal = is_journal(s.storage)
         self.extra_tags: Dict[str, Any] = {}
         if s.devices[index] is not None:  # the GPU(s) this worker was given
@@ -475,14 +483,22 @@ class TrialRunner:
             if not self.alive():
                 raise KeyboardInterrupt("the sweep's parent process is gone")
             if beat.lost.is_set() or self.storage.get_trial(trial_id).state.is_finished():
+                beat.lost.set()  # the run now belongs to the retry: write nothing more to it
                 raise TrialLost(f"trial {frozen.number} was taken over (its heartbeat was judged stale)")
             if value == value:  # skip NaN
                 trial.report(value, step)
                 if phase == "search" and trial.should_prune():
                     raise Pruned()
 
-        outcome = common.execute(job, report=report,
-                                 on_run=lambda rid: self.storage.set_trial_user_attr(trial_id, "mlflow_run_id", rid))
+        def remember(run_id: str) -> None:  # a retry re-opens this run
+            self.storage.set_trial_user_attr(trial_id, "mlflow_run_id", run_id)
+
+        try:
+            outcome = common.execute(job, report=report, on_run=remember, detached=beat.lost)
+        except TrialLost as exc:  # another process retries it; this worker takes the next trial
+            if self.note is not None:
+                self.note(str(exc))
+            return None
         try:
             self.storage.set_trial_user_attr(trial_id, "status", outcome.status)
             if outcome.test is not None:
@@ -509,7 +525,7 @@ def worker_main(s: Settings, stop, index: int) -> None:
     lock = common.hold_worker_lock(s.ctx.lock_path)
     parent = multiprocessing.parent_process()
     alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
-    runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive)
+    runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
     try:
         while not stop.is_set() and alive():
             if not runner.run_one():
@@ -543,11 +559,7 @@ class Backend:
         self.devices = driver.worker_devices(max(1, workers), driver.gpu_ids(), options.gpus_per_trial)
         self.studies: Optional[Studies] = None
 
-    @staticmethod
-    def note(line: str) -> None:
-        import sys
-
-        print(line, file=sys.stderr, flush=True)
+    note = staticmethod(say)
 
     def open(self, ctx: driver.Context) -> str:
         url = storage_url(self.plan, self.options.storage)
