@@ -41,18 +41,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import os
-
     from uwbench.spec import load_plan
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import CHECKPOINT_DIR_ENV, Options, sweep
+    from uwbench.sweeps.driver import Options, sweep
 
     plan = load_plan(args.study, args.profile)
     if plan.waits_for:
         raise SweepError(f"{args.study}: study {plan.id} waits for {', '.join(plan.waits_for)}, which is not "
                          "registered yet (see `uwbench ls`)")
-    if args.checkpoint_dir:
-        os.environ[CHECKPOINT_DIR_ENV] = os.path.abspath(args.checkpoint_dir)  # trainer, workers and Ray trials
     options = Options(workers=args.workers, storage=args.storage, ray_address=args.ray_address,
                       gpus_per_trial=args.gpus_per_trial, checkpoint_dir=args.checkpoint_dir,
                       heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,

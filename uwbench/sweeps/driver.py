@@ -260,6 +260,8 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     options = options or Options()
+    if options.checkpoint_dir:  # read by the trainer in every worker and Ray trial (inherited / runtime env)
+        os.environ[CHECKPOINT_DIR_ENV] = os.path.abspath(options.checkpoint_dir)
     engine = BACKENDS.get(backend)(plan, options)
     with common.study_lock(plan) as lock_path:
         uri, experiment_id, cell_runs = common.setup_tracking(plan, uri, experiment, backend)
