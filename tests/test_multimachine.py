@@ -355,3 +355,38 @@ def test_each_worker_process_sees_its_own_gpu(sweep_env, tmp_path):
     assert set().union(*by_worker.values()) <= {"0", "1"}
     if len(by_worker) == 2:  # both workers got work: one per GPU
         assert set().union(*by_worker.values()) == {"0", "1"}
+
+
+def test_a_study_begun_before_job_keys_resumes_without_repeating(sweep_env, tmp_path):
+    """A journal written by an older uwbench (trials without job keys: one search trial done, one
+    waiting) is resumed: nothing done is planned again."""
+    import optuna
+
+    from uwbench.spec import load_plan
+    from uwbench.sweeps.storage import make_storage, study_name
+
+    env, uri = sweep_env
+    lstm = "{model: lstm, name: lstm, set: {model: {hidden_size: 8}}}"
+    study = study_file(tmp_path, "legacy", f"mode: tuned\n{TASK}{TRAIN % 20}cells: [{lstm}]\n"
+                       "search: {train.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}}\n"
+                       "seeds: [0]\nfinal_seeds: [5]\nbudget: {n_trials: 2}\npruning: {type: none}\n")
+    plan = load_plan(study)
+    journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "legacy.journal")
+    store = make_storage("journal:" + journal)
+    search = optuna.create_study(study_name=study_name(plan, "lstm", "search"), storage=store, direction="maximize")
+    optuna.create_study(study_name=study_name(plan, "lstm", "final"), storage=store, direction="maximize")
+    search.add_trial(optuna.trial.create_trial(  # as the older code recorded a finished search trial
+        params={"train.lr": 0.005}, distributions={"train.lr": optuna.distributions.FloatDistribution(1e-3, 1e-2,
+                                                                                                     log=True)},
+        value=0.5, user_attrs={"seed": 0, "status": "finished", "test": 0.25}))
+    search.enqueue_trial({})  # and one it had planned but not run
+    proc = subprocess.run([sys.executable, "-m", "uwbench", "sweep", study, "--workers", "0", "--no-progress",
+                           "--tracking-uri", uri], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "3 runs planned, 1 recorded" in proc.stdout
+    trials = optuna_trials("journal:" + journal)
+    assert len([t for t in trials if t.params.get("seed") is None]) == 2  # the two search trials, no third
+    df = runs(uri, "legacy")
+    children = df[df["tags.role"].isin(["trial", "final"])]
+    assert sorted(children["tags.role"]) == ["final", "trial"]  # trial 1 and the final run: nothing repeated
+    assert set(children[children["tags.role"] == "trial"]["tags.trial_number"]) == {"1"}

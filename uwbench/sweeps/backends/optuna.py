@@ -76,6 +76,11 @@ def phase_space(plan: Plan, phase: str) -> Dict[str, Any]:
     return {**plan.search, space.SEED_PARAM: ChoiceParam(type="choice", values=list(seeds))}
 
 
+def legacy_index(t) -> int:
+    """The index of a trial written before indices were recorded: its number, or the one it retried."""
+    return int(t.user_attrs.get("retry_of", t.number))
+
+
 def generation(t) -> int:
     """0 for a planned trial, n for the n-th retry of an interrupted one."""
     return len(t.system_attrs.get("retry_history", []))
@@ -253,12 +258,27 @@ class Studies:
 
     # -- the record --
 
+    def key(self, cell_id: str, phase: str, t) -> Optional[str]:
+        """A trial's job key (None: not a job). Trials written by uwbench before job keys existed get the
+        same key from their number (or the number they retried), seed and params; their interrupted
+        trials (``interrupted``) were replaced by a retry, so they are no job."""
+        if "job_key" in t.user_attrs:
+            return t.user_attrs["job_key"]
+        if t.user_attrs.get("interrupted"):
+            return None
+        if phase == "search":
+            number = legacy_index(t)
+            seed = int(t.user_attrs.get("seed", driver.search_seed(self.plan, number)))
+            return common.job_key(cell_id, "trial", {}, seed, number)
+        params = dict(t.system_attrs.get("fixed_params") or t.params)
+        return common.job_key(cell_id, "final", params, params.get(space.SEED_PARAM), 0)
+
     def by_key(self, cell_id: str, phase: str) -> Dict[str, List[Any]]:
         out: Dict[str, List[Any]] = {}
         for t in self.trials(cell_id, phase):
-            if t.user_attrs.get("status") == DUPLICATE:
-                continue
-            out.setdefault(t.user_attrs.get("job_key", f"#{t.number}"), []).append(t)
+            key = self.key(cell_id, phase, t)
+            if key is not None and t.user_attrs.get("status") != DUPLICATE:
+                out.setdefault(key, []).append(t)
         return out
 
     def outcome(self, trials) -> Optional[Any]:
@@ -293,7 +313,7 @@ class Studies:
                 records.append(common.Record(
                     cell=cell_id, role="trial" if phase == "search" else "final", status=status,
                     value=t.value if status == "finished" else None, test=t.user_attrs.get("test"), params=params,
-                    seed=seed, number=int(t.user_attrs.get("index", t.number)), error=error))
+                    seed=seed, number=int(t.user_attrs.get("index", legacy_index(t))), error=error))
         return records, running
 
     # -- planning --
@@ -453,7 +473,7 @@ class TrialRunner:
         plan = self.plan
         study = self.studies.studies[(cell_id, phase)]
         frozen = self.storage.get_trial(trial_id)
-        index = int(frozen.user_attrs.get("index", frozen.number))
+        index = int(frozen.user_attrs.get("index", legacy_index(frozen)))
         previous = frozen.user_attrs.get("mlflow_run_id")
         run = get_run(previous, self.ctx.uri) if previous else None
         if run is not None and self._told_from_mlflow(study, trial_id, run):
