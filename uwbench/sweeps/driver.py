@@ -30,13 +30,12 @@ machine's sweep ends) only when the last planned run anywhere has ended.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional
 
 from uwbench.spec import Plan
 from uwbench.sweeps import common, space
@@ -279,7 +278,6 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
             if complete(plan, records):
                 out("nothing to do: every planned run is recorded")
                 out(common.summary(plan, records))
-                engine.close()
                 return 0
             common.mark_running(cell_runs, uri)
             bar = common.Progress(planned, plan.id, enabled=progress, initial=len(records))
@@ -300,15 +298,14 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
             try:
                 records, _ = engine.records()
             except Exception:  # the engine's state is unreadable: leave the cell runs as they are
-                engine.close()
                 raise exc from None
-            engine.close()
             common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records))
             if isinstance(exc, KeyboardInterrupt):
                 out(f"interrupted: {len(records)} of {planned_total(plan, records)} runs recorded; re-run the same "
                     "command to resume")
             raise
-        engine.close()
+        finally:
+            engine.close()
         common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records))
         for line in common.failures(records):
             out(line)

@@ -32,7 +32,6 @@ GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` th
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import socket
