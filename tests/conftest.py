@@ -135,3 +135,97 @@ def ray_head():
     finally:
         stop_process_group(pgid, grace_s=2)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- several machines on one study (tests/test_multimachine.py): PostgreSQL, an MLflow server ----
+
+import glob  # noqa: E402
+import pwd  # noqa: E402
+import urllib.request  # noqa: E402
+
+
+def _postgres_bin() -> str:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(found[-1]) if found else ""
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server of our own (Debian's `postgresql` package), initialised in a temporary folder,
+    listening on 127.0.0.1 only, trust auth for the user ``uw``; stopped by its PID. It refuses to run as
+    root, so as root it runs as the ``postgres`` user. Yields ``make_db(name) -> SQLAlchemy URL``."""
+    bindir = _postgres_bin()
+    if not bindir:
+        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql; .ci/run does it)")
+    try:
+        import psycopg
+    except ImportError:
+        pytest.skip("the psycopg driver is not installed (pip install 'psycopg[binary]')")
+    as_user: list = []
+    folder = tempfile.mkdtemp(prefix="uwpg", dir="/tmp")  # short: the server's unix socket lives here
+    if os.geteuid() == 0:
+        try:
+            pg = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(folder, ignore_errors=True)
+            pytest.skip("running as root and there is no `postgres` user to run PostgreSQL as")
+        os.chown(folder, pg.pw_uid, pg.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = os.path.join(folder, "data"), free_port()
+
+    def run(*cmd):
+        return subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True, timeout=120)
+
+    pid = None
+    try:
+        run(os.path.join(bindir, "initdb"), "-D", data, "-A", "trust", "-U", "uw")
+        run(os.path.join(bindir, "pg_ctl"), "-D", data, "-o", f"-p {port} -k {folder} -c listen_addresses=127.0.0.1",
+            "-l", os.path.join(folder, "log"), "-w", "start")
+        with open(os.path.join(data, "postmaster.pid")) as fh:
+            pid = int(fh.readline())
+        admin = f"postgresql://uw@127.0.0.1:{port}/postgres"
+
+        def make_db(name: str) -> str:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                conn.execute(f'CREATE DATABASE "{name}"')
+            return f"postgresql+psycopg://uw@127.0.0.1:{port}/{name}"
+
+        yield make_db
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGINT)  # "fast" shutdown
+                deadline = time.time() + 30
+                while time.time() < deadline:
+                    os.kill(pid, 0)
+                    time.sleep(0.2)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_mlflow_server(folder, backend_store_uri: str):
+    """A lean `mlflow server` on 127.0.0.1 over ``backend_store_uri`` (artifacts under ``folder``), in its
+    own process group. Returns (url, Popen) once /health answers; stop it with ``stop_process_group``."""
+    port = free_port()
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false", MLFLOW_DISABLE_TELEMETRY="true",
+               HOME=str(folder))
+    cmd = [os.path.join(VENV_BIN, "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--backend-store-uri", backend_store_uri, "--artifacts-destination", os.path.join(str(folder), "artifacts")]
+    log = open(os.path.join(str(folder), "mlflow-server.log"), "w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return url, proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            stop_process_group(proc.pid, grace_s=1, leader=proc)
+            pytest.fail(f"mlflow server did not come up (exit {proc.poll()}); see {folder}/mlflow-server.log")
+        time.sleep(0.5)

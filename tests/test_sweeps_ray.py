@@ -49,7 +49,7 @@ def test_gpus_asked_of_a_cluster_without_gpus_is_a_clear_error(sweep_env, ray_he
 
 def test_gpu_fraction_per_trial():
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.ray_backend import gpu_fraction
+    from uwbench.sweeps.backends.ray import gpu_fraction
 
     assert gpu_fraction(None, 0, {"CPU": 2}) == 0.0  # CPU-only cluster: no GPU request (it would hang)
     assert gpu_fraction(None, 2, {"CPU": 8, "GPU": 2}) == 0.25  # several trials share a GPU

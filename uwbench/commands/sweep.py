@@ -1,49 +1,60 @@
-"""`uwbench sweep`: run (or resume) a study with the Optuna or the Ray Tune backend, recorded in MLflow."""
+"""`uwbench sweep`: run (or resume, or join from another machine) a study with the Optuna or the Ray Tune
+backend, recorded in MLflow."""
 from __future__ import annotations
 
 HELP = "run or resume a study (studies/*.yaml) with Optuna (embedded) or Ray Tune (distributed)"
 
 
 def add_arguments(p) -> None:
+    from uwbench.sweeps.driver import Options
+
+    d = Options()
     p.add_argument("study", metavar="STUDY.yaml", help="the study file, e.g. studies/quickstart.yaml")
     p.add_argument("--backend", choices=["optuna", "ray"], default="optuna",
-                   help="optuna: processes on this machine sharing an Optuna storage (default); ray: Ray Tune")
+                   help="optuna: worker processes sharing an Optuna storage, on this and any other machine that "
+                        "runs the same command (default); ray: Ray Tune")
     p.add_argument("--profile", help="paper | cpu | smoke | ... (default: the study's default_profile)")
     p.add_argument("--workers", type=int,
-                   help="optuna: worker processes, default 1 (0 runs the trials in this process); ray: concurrent "
-                        "trials, default the cluster's CPU count")
+                   help="optuna: worker processes on this machine, default 1 (0 runs the trials in this process); "
+                        "ray: concurrent trials, default the cluster's CPU count")
     p.add_argument("--ray-address", help="ray: join this running cluster (e.g. 127.0.0.1:6380) instead of "
                                          "starting a local one")
     p.add_argument("--gpus-per-trial", type=float,
-                   help="ray: GPU fraction per trial (default 0.25 when the cluster has GPUs, else 0)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
-    p.add_argument("--storage", help="optuna: storage URL (sqlite:///..., postgresql://...) or journal file path "
-                                     "(default runs/optuna/<study>.journal); ray: the journal of OptunaSearch")
+                   help="GPUs per trial: a fraction shares a GPU, a whole number gives several. optuna: worker i "
+                        "gets GPU i mod G of this machine (CUDA_VISIBLE_DEVICES) whenever it has GPUs; ray: default "
+                        "0.25 when the cluster has GPUs, else 0")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db; an http:// "
+                                          "server for several machines)")
+    p.add_argument("--storage", help="optuna: storage URL (postgresql+psycopg://..., sqlite:///...) or journal file "
+                                     "path (default runs/optuna/<study>.journal); ray: the journal of OptunaSearch")
     p.add_argument("--experiment", help="MLflow experiment name (default: the study id)")
+    p.add_argument("--checkpoint-dir", help="where runs keep mid-run checkpoints (default <runs dir>/checkpoints); "
+                                            "a folder every machine or node can read, for multi-machine sweeps")
+    p.add_argument("--heartbeat-interval", type=int, default=d.heartbeat_interval,
+                   help=f"optuna: seconds between a running trial's heartbeats (default {d.heartbeat_interval})")
+    p.add_argument("--grace-period", type=int, default=d.grace_period,
+                   help="optuna: seconds without a heartbeat after which another machine takes over a trial "
+                        f"(default {d.grace_period})")
+    p.add_argument("--max-retries", type=int, default=d.max_retries,
+                   help=f"times a trial whose worker, machine or node died is retried (default {d.max_retries})")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
 def _sweep(args) -> int:
     from uwbench.spec import load_plan
     from uwbench.sweeps.common import SweepError
+    from uwbench.sweeps.driver import Options, sweep
 
     plan = load_plan(args.study, args.profile)
     if plan.waits_for:
         raise SweepError(f"{args.study}: study {plan.id} waits for {', '.join(plan.waits_for)}, which is not "
                          "registered yet (see `uwbench ls`)")
-    if args.backend == "optuna":
-        if args.ray_address or args.gpus_per_trial is not None:
-            raise SweepError("--ray-address and --gpus-per-trial are for --backend ray; the optuna backend runs "
-                             "on this machine with the study's train.device")
-        from uwbench.sweeps.optuna_backend import sweep
-
-        return sweep(plan, workers=1 if args.workers is None else args.workers, uri=args.tracking_uri, storage=args.storage,
-                     experiment=args.experiment, progress=not args.no_progress)
-    from uwbench.sweeps.ray_backend import sweep as ray_sweep
-
-    return ray_sweep(plan, workers=args.workers, uri=args.tracking_uri, storage=args.storage,
-                     experiment=args.experiment, progress=not args.no_progress, ray_address=args.ray_address,
-                     gpus_per_trial=args.gpus_per_trial)
+    options = Options(workers=args.workers, storage=args.storage, ray_address=args.ray_address,
+                      gpus_per_trial=args.gpus_per_trial, checkpoint_dir=args.checkpoint_dir,
+                      heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,
+                      max_retries=args.max_retries)
+    return sweep(plan, args.backend, uri=args.tracking_uri, experiment=args.experiment, progress=not args.no_progress,
+                 options=options)
 
 
 def run(args) -> int:

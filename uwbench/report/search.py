@@ -159,10 +159,9 @@ def objective_of(study: StudyView, plans: Sequence = ()) -> Objective:
         column = getattr(obj, "run_metric", None)
         if column:
             return Objective(column=column, name=obj.metric, direction=obj.direction)
-    info = tables.metric_info(study.metric)
-    name = info["column"].split("_", 1)[1]
-    return Objective(column=f"best_eval_{name}", name=f"eval_{name}",
-                     direction="maximize" if info["higher_better"] else "minimize")
+    m = metrics.measure(study.metric)
+    best_eval, objective = metrics.metric("best_eval", m.name), metrics.metric("eval", m.name)
+    return Objective(column=best_eval.key, name=objective.key, direction=objective.direction)
 
 
 def distributions_for(plans: Sequence, spec_hash: str, trials: Sequence[SearchTrial]) -> Dict[str, Any]:
@@ -228,10 +227,8 @@ def trials_from_runs(rows: pd.DataFrame, objective: Objective) -> List[SearchTri
 def _sweep_storage():
     """The sweeps' storage helpers (``storage_url``, ``make_storage``, ``study_name``): the one home of
     where a sweep keeps its Optuna studies and how it names them."""
-    try:
-        from uwbench.sweeps import storage
-    except ImportError:  # the layout before uwbench.sweeps.storage: the Optuna backend held them
-        from uwbench.sweeps import optuna_backend as storage
+    from uwbench.sweeps import storage
+
     return storage
 
 

@@ -1,2 +1,3 @@
-"""Sweeps: a study spec (``uwbench.spec``) run by Optuna (``optuna_backend``) or Ray Tune
-(``ray_backend``), sharing one search-space grammar (``space``) and one trial runner (``common``)."""
+"""Sweeps: a study spec (``uwbench.spec``) run by ``driver`` with an engine from ``backends`` (Optuna or
+Ray Tune), sharing one search-space grammar (``space``), one trial runner (``common``) and the Optuna
+storages (``storage``)."""

@@ -69,6 +69,7 @@ class Job:
     uri: str
     extra_tags: Dict[str, Any] = field(default_factory=dict)
     device: Optional[str] = None  # overrides train.device (Ray trials given a GPU)
+    run_id: Optional[str] = None  # re-open this MLflow run (a resumed job) instead of starting one
 
     @property
     def key(self) -> str:
@@ -143,11 +144,26 @@ def objective_value(result, metric: str) -> Optional[float]:
         raise SweepError(str(exc)) from None
 
 
+class Detachable:
+    """The run as the trainer sees it: once ``detached`` is set (another process has taken the job over
+    and re-opened the run), every write through it is dropped, so the two never both end the run."""
+
+    def __init__(self, run, detached):
+        self._run, self._detached = run, detached
+
+    def __getattr__(self, name):
+        attr = getattr(self._run, name)
+        if callable(attr):
+            return lambda *args, **kwargs: None if self._detached.is_set() else attr(*args, **kwargs)
+        return attr
+
+
 def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
-            on_run: Optional[Callable[[str], None]] = None) -> Outcome:
-    """Run one job: open its MLflow child run, train, and always end the run (FINISHED, FAILED, or
-    KILLED when pruned or interrupted). ``on_run(run_id)`` is called once the run exists (before any
-    training), so a backend can remember it for recovery."""
+            on_run: Optional[Callable[[str], None]] = None, detached=None) -> Outcome:
+    """Run one job: open its MLflow child run (or re-open ``job.run_id``: the trainer then continues it
+    from its checkpoint), train, and always end the run (FINISHED, FAILED, or KILLED when pruned or
+    interrupted). ``on_run(run_id)`` is called once the run exists (before any training), so a backend
+    can remember it for recovery. ``detached`` (an Event): set, the run is no longer written."""
     from uwbench.tracking.mlflow import Run
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import Pruned, train
@@ -157,11 +173,16 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     run = None
     try:
         resolved = resolve_run(config).as_dict()
-        run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved), parent_run_id=job.parent_run_id,
-                  uri=job.uri, experiment_id=job.experiment_id)
+        if job.run_id is not None:
+            run = Run(job.study, uri=job.uri, experiment_id=job.experiment_id, run_id=job.run_id)
+            run.set_tags(child_tags(job, resolved))
+        else:
+            run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved),
+                      parent_run_id=job.parent_run_id, uri=job.uri, experiment_id=job.experiment_id)
         if on_run is not None:
             on_run(run.run_id)
-        result = train(config, run=run, report=report, progress=False)
+        result = train(config, run=run if detached is None else Detachable(run, detached), report=report,
+                       progress=False)
     except Pruned:
         return Outcome("pruned", run_id=run.run_id if run else None)
     except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
