@@ -1,4 +1,4 @@
-"""Process environment hygiene (stack notes §10.3): set once, never override what the user set."""
+"""Process environment hygiene: set once, never override what the user set."""
 from __future__ import annotations
 
 import os
@@ -14,9 +14,15 @@ DEFAULTS = {
 }
 
 
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
 def apply() -> None:
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # Inductor's compiled code lives under the runs folder, so the workers of a sweep and later runs
+    # reuse it instead of compiling again (torch's default is a per-user folder under /tmp)
+    os.environ.setdefault(INDUCTOR_CACHE_ENV, inductor_cache_dir())
 
 
 RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
@@ -25,6 +31,11 @@ RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
 def runs_dir() -> str:
     """Where local MLflow data, Optuna journals and checkpoints go (default ./runs)."""
     return os.path.abspath(os.environ.get(RUNS_DIR_ENV, "runs"))
+
+
+def inductor_cache_dir() -> str:
+    """Where torch.compile's Inductor keeps its on-disk cache: <runs dir>/inductor-cache."""
+    return os.path.join(runs_dir(), "inductor-cache")
 
 
 def progress_interval() -> float:
