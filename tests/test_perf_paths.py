@@ -585,3 +585,13 @@ def test_targets_are_found_by_id_and_use_each_model_at_its_faster_path():
                            "trainer": {"overhead": 0.02}}}
     found = {t["id"]: t for t in targets.summarize(result)}
     assert found["end_to_end"]["met"] and found["trainer_overhead"]["unit"] == "fraction"
+
+
+@pytest.mark.slow  # two `uwbench train` subprocesses: 15-50 s on 2 shared cores
+def test_quick_end_to_end_runs_the_default_and_the_eager_trainer():
+    result = run_benchmarks("quick", sections=("endtoend",), log=lambda msg: None)
+    e = result["sections"]["endtoend"]
+    assert "errors" not in e, e.get("errors")
+    assert set(e["wall_s"]) == {"default", "eager"} and all(w > 0 for w in e["wall_s"].values())
+    assert e["config"]["steps"] == 20 and [t["id"] for t in result["targets"]] == ["end_to_end"]
+    assert "End to end: `uwbench train` of 20 DNC updates" in format_tables(result)
