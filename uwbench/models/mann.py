@@ -17,12 +17,12 @@ decoder writes and reads every step (``decoder_write=False``: reads only).
 A ``cached`` writer (CUW, paper Algorithm 1) replaces h_{t-1} by an attention over the controller
 states cached since the last write before each encoder write step.
 
-Speed (DESIGN.md §5, benchmarks/README.md): the encoder's and the decoder's input projections take one
+Speed (benchmarks/README.md): the encoder's and the decoder's input projections take one
 matmul each (``controller.project`` on all steps); only the read vector's part is projected per step
 (fused with the step's input into one ``addmm``), and not again while the read vector is held; the
 controller's per-sequence constants are made once (``controller.sequence()``); W_y and W_r are applied
-once to all decoder steps. ``compile_steps()`` puts the step function under ``torch.compile`` (an
-option: the ``compile`` training setting).
+once to all decoder steps. ``compile_steps()`` puts the step function under ``torch.compile`` (the
+``compile`` training setting, ``auto`` by default: long runs compile, benchmarks/README.md).
 
 Traces: with ``model.tracing = True`` each forward leaves in ``model.trace`` (detached, S = Te + Td
 steps, encoder first):
@@ -171,8 +171,9 @@ class MANN(Seq2SeqModel):
 
     def compile_steps(self, **options) -> "MANN":
         """Run the per-step function (controller, interface, memory write and read) under ``torch.compile``
-        (DESIGN.md §5; the ``compile`` training option). Each kind of step (write and read, held, held
-        with a kept read projection) compiles once into one fused forward and one fused backward; the
+        (the ``compile`` training option, on by default for long runs: ``training/compile_policy.py``).
+        Each kind of step (write and read, held, held with a kept read projection) compiles once into
+        one fused forward and one fused backward (on CUDA: a captured CUDA graph each); the
         Python loop over steps and the batch-shared schedule stay as they are, so held steps still skip
         the memory. Traced forwards and forwards without autograd (evaluation) use the eager step:
         tracing records Python-side, and evaluation is not worth a second set of compilations.
