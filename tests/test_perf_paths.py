@@ -8,8 +8,11 @@ same values and gradients as the straightforward code, in float64.
 - whole models (DNC with every writer, at N on each side of the thresholds; the LSTM baseline) against a
   plain step loop written out here: the concatenated [x_t ; r_{t-1}] projection, the interface computed
   on every step, four separate layer norms, the sort, the plain link update;
-- torch.compile'd steps against eager ones (marked slow: compilation takes tens of seconds here);
-- the trainer's timing (first update apart, thread count) and the benchmark library's machinery.
+- torch.compile'd steps against eager ones, for every writer and both memories (marked slow:
+  compilation takes tens of seconds here), and on CUDA with captured graphs (marked gpu);
+- when ``train.compile=auto`` compiles, and where Inductor keeps its cache;
+- the trainer's timing (first update apart, thread count) and the benchmark library's machinery
+  (interleaving, targets keyed by ids, tables).
 
 No timing is asserted anywhere: speed is measured by ``uwbench bench`` (benchmarks/README.md).
 """
@@ -19,7 +22,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from uwbench import benchmarking
+from uwbench.bench import run_benchmarks
+from uwbench.bench import format_tables, targets, workloads
+from uwbench.bench.timing import interleave
 from uwbench.config import build
 from uwbench.models import dnc_memory as dm
 from uwbench.models import ntm
@@ -381,17 +386,51 @@ def _compiled_equals_eager(model_name, values, seq_len=4):
                                    eager(batch.inputs.double(), batch.decoder_inputs.double()), **TIGHT)
 
 
+MEMORIES = ("dnc", "ntm")
+ALL_WRITERS = ("regular", "uniform", "cached_uniform", "random")
+WRITER_OWN = {"regular": {}, "uniform": {}, "cached_uniform": {"cache_size": 2}, "random": {"writer_seed": 0}}
+
+
 @pytest.mark.slow  # compilation takes 30 s or more on 2 cores
-@pytest.mark.parametrize("writer", ["regular", "uniform", "cached_uniform"])
-def test_compiled_dnc_step_equals_eager(writer):
-    own = {"cache_size": 2} if writer == "cached_uniform" else {}  # a writer takes only its own settings
-    _compiled_equals_eager("dnc", {"writer": writer, "memory_size": 3, "hidden_size": 6, "word_size": 4, **own})
+@pytest.mark.parametrize("writer", ALL_WRITERS)
+@pytest.mark.parametrize("model_name", MEMORIES)
+def test_compiled_memory_model_step_equals_eager(model_name, writer):
+    _compiled_equals_eager(model_name, {"writer": writer, "memory_size": 3, "hidden_size": 6, "word_size": 4,
+                                        **WRITER_OWN[writer]})  # a writer takes only its own settings
 
 
 @pytest.mark.slow
-def test_compiled_ntm_and_lstm_steps_equal_eager():
-    _compiled_equals_eager("ntm", {"memory_size": 3, "hidden_size": 6, "word_size": 4})
+def test_compiled_lstm_step_equals_eager():
     _compiled_equals_eager("lstm", {"hidden_size": 6})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("writer", ALL_WRITERS)
+@pytest.mark.parametrize("model_name", MEMORIES)
+def test_cuda_graph_steps_equal_eager_on_cuda(model_name, writer):
+    """On CUDA, compile_steps captures each kind of step as a CUDA graph (mode reduce-overhead); values
+    and gradients match the eager model on the same device (float32: CUDA graphs and TF32-free matmuls)."""
+    torch.manual_seed(0)
+    task = copy_task(6)
+    values = {"writer": writer, "memory_size": 3, "hidden_size": 6, "word_size": 4, "cache_size": 2,
+              "writer_seed": 0}
+    eager = build_model(model_name, 10, 10, values, task=task).cuda()
+    compiled = build_model(model_name, 10, 10, values, task=task).cuda()
+    compiled.load_state_dict(eager.state_dict())
+    compiled.compile_steps()
+    for seed in (0, 1, 2):  # replays after the capture
+        batch = task.sample(4, torch.Generator().manual_seed(seed)).to("cuda")
+        grads = []
+        for m in (eager, compiled):
+            m.zero_grad(set_to_none=True)
+            out = m(batch.inputs, batch.decoder_inputs)
+            task.loss(out, batch).backward()
+            grads.append((out.detach().clone(), {n: p.grad.clone() for n, p in m.named_parameters()}))
+        (out_e, g_e), (out_c, g_c) = grads
+        torch.testing.assert_close(out_c, out_e, rtol=1e-4, atol=1e-5)
+        for name, g in g_e.items():
+            torch.testing.assert_close(g_c[name], g, rtol=1e-3, atol=1e-5, msg=name)
 
 
 def test_compile_steps_is_per_instance_and_off_by_default():
@@ -431,13 +470,57 @@ def test_trainer_times_the_first_update_apart_and_uses_one_thread_on_cpu():
 
 
 def test_compile_option_is_validated_and_recorded():
+    from uwbench.config import ConfigError
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import enable_compile
 
-    assert resolve_run(TINY).as_dict()["train"]["compile"] is False
+    assert resolve_run(TINY).as_dict()["train"]["compile"] == "auto"
     assert resolve_run({**TINY, "train": {"compile": True}}).train.compile is True
+    assert resolve_run({**TINY, "train": {"compile": "false"}}).train.compile is False  # --set train.compile=false
+    assert resolve_run({**TINY, "train": {"compile": "auto"}}).train.compile == "auto"
+    with pytest.raises(ConfigError, match="auto"):
+        resolve_run({**TINY, "train": {"compile": "sometimes"}})
     with pytest.raises(ValueError, match="step function to compile"):
         enable_compile(torch.nn.Linear(2, 2), "linear")
+    assert enable_compile(torch.nn.Linear(2, 2), "linear", "auto", 10 ** 6, 100) is False  # auto: eager
+
+
+def test_auto_compiles_only_runs_long_enough_to_pay_for_it():
+    from uwbench.training import compile_policy as cp
+    from uwbench.training.loop import enable_compile, steps_per_sequence
+
+    from uwbench.models.mann import MANN
+
+    saving = MANN.compiled_step_saving
+    assert cp.should_compile("auto", saving, 10_000, 102)  # the paper's copy run
+    assert cp.should_compile("auto", saving, 2_000, 102)  # the 2,000-update benchmark run
+    assert not cp.should_compile("auto", saving, 1_000, 18)  # the quickstart's CPU profile
+    assert not cp.should_compile("auto", saving, TINY["train"]["steps"], 10)  # the tests' tiny runs
+    assert not cp.should_compile("auto", None, 10 ** 6, 102)  # no step function
+    assert not cp.should_compile("auto", 0.0, 10 ** 6, 102)  # the LSTM baseline
+    assert cp.should_compile(True, None, 1, 1) and not cp.should_compile(False, saving, 10 ** 6, 102)
+    with pytest.raises(ValueError, match="auto, true or false"):
+        cp.should_compile("maybe", saving, 1, 1)
+    task = copy_task(8)
+    assert steps_per_sequence(task) == 18  # 9 encoder + 9 decoder steps
+    dnc = build_model("dnc", 10, 10, {"hidden_size": 6, "memory_size": 2, "word_size": 4}, task=task)
+    assert enable_compile(dnc, "dnc", "auto", 6, 18) is False and dnc._compiled_step is None
+    assert enable_compile(dnc, "dnc", "auto", 10_000, 102) is True and dnc._compiled_step is not None
+    lstm = build_model("lstm", 10, 10, {"hidden_size": 6}, task=task)
+    assert enable_compile(lstm, "lstm", "auto", 10 ** 6, 102) is False  # its compiled step gains nothing
+    assert enable_compile(lstm, "lstm", True) is True  # an explicit setting is obeyed
+
+
+def test_inductor_cache_goes_under_the_runs_dir_unless_set(monkeypatch, tmp_path):
+    from uwbench import env
+
+    monkeypatch.setenv(env.RUNS_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(env.INDUCTOR_CACHE_ENV, raising=False)
+    env.apply()
+    assert env.os.environ[env.INDUCTOR_CACHE_ENV] == str(tmp_path / "inductor-cache")
+    monkeypatch.setenv(env.INDUCTOR_CACHE_ENV, "/somewhere/else")
+    env.apply()
+    assert env.os.environ[env.INDUCTOR_CACHE_ENV] == "/somewhere/else"  # the user's setting stays
 
 
 # ---- the benchmark library ----
@@ -445,36 +528,72 @@ def test_compile_option_is_validated_and_recorded():
 
 def test_interleave_rotates_the_order_and_times_every_round():
     order = []
-    timings = benchmarking.interleave({"a": lambda: order.append("a"), "b": lambda: order.append("b"),
+    timings = interleave({"a": lambda: order.append("a"), "b": lambda: order.append("b"),
                                        "c": lambda: order.append("c")}, repeats=3, warmup=1)
     assert order == list("abc") + list("abc") + list("bca") + list("cab")
     assert all(len(t.cpu) == len(t.wall) == 3 and t.first_call is not None for t in timings.values())
     with pytest.raises(ValueError, match="repeats >= 1"):
-        benchmarking.interleave({"a": lambda: None}, repeats=0)
+        interleave({"a": lambda: None}, repeats=0)
 
 
 def test_no_encoder_memory_bound_skips_every_encoder_write():
     task = copy_task(6)
     batch = task.sample(2, torch.Generator().manual_seed(0))
-    work = benchmarking.uwbench_workload("dnc", task, batch, {"writer": benchmarking.NO_ENCODER_MEMORY,
-                                                              "hidden_size": 6, "memory_size": 2, "word_size": 4})
+    work = workloads.uwbench_workload("dnc", task, batch, {"writer": workloads.NO_ENCODER_MEMORY,
+                                                           "hidden_size": 6, "memory_size": 2, "word_size": 4})
     writes = []
     original = work.model.memory.write
     work.model.memory.write = lambda state, iface: writes.append(1) or original(state, iface)
     work.run()  # a full training iteration runs
-    assert work.name == "dnc no_encoder_memory"
+    assert work.id == "dnc:no_encoder_memory" and work.label == "dnc no_encoder_memory"
     assert len(writes) == batch.decoder_inputs.shape[1]  # the decoder's writes only
 
 
 def test_quick_headline_and_tables_without_compile():
-    result = benchmarking.run_benchmarks("quick", sections=("headline", "trainer"), compile=False, repeats=1,
-                                         log=lambda msg: None)
+    result = run_benchmarks("quick", sections=("headline", "trainer"), compile=False, repeats=1,
+                            log=lambda msg: None)
     rows = result["sections"]["headline"]["rows"]
-    names = [r["name"] for r in rows]
-    assert names[:2] == ["torch.nn.LSTM(125)", "lstm (125, ours)"] and "dnc regular" in names
+    ids = [r["id"] for r in rows]
+    assert ids[:2] == ["nn_lstm", "lstm"] and "dnc:regular" in ids and "ntm:uniform" in ids
     assert all(r["median_cpu_ms"] > 0 for r in rows)
-    targets = [t["target"] for t in result["sections"]["headline"]["targets"]]
-    assert any("NTM" in t for t in targets)
-    text = benchmarking.format_tables(result)
+    assert {t["id"] for t in result["targets"]} >= {"dnc_vs_nn_lstm", "ntm_vs_dnc", "trainer_overhead"}
+    text = format_tables(result)
     assert "| dnc regular |" in text and "Trainer overhead" in text
     assert result["machine"]["logical_cores"] >= 1 and result["machine"]["torch"] == torch.__version__
+    with pytest.raises(ValueError, match="unknown section"):
+        run_benchmarks("quick", sections=("headlines",))
+
+
+def _row(id_, label, ms):
+    return {"id": id_, "label": label, "median_cpu_ms": ms}
+
+
+def test_targets_are_found_by_id_and_use_each_model_at_its_faster_path():
+    headline = {"rows": [_row("nn_lstm", "torch.nn.LSTM(125)", 100.0), _row("dnc:regular", "dnc regular", 300.0),
+                         _row("dnc:regular:compiled", "dnc regular (compiled)", 140.0),
+                         _row("ntm:regular", "ntm regular", 160.0), _row("pypi_dnc", "PyPI dnc 1.1.0", 600.0)]}
+    found = {t["id"]: t for t in targets.headline_targets(headline)}
+    assert found["dnc_vs_nn_lstm"]["measured"] == 1.4 and found["dnc_vs_nn_lstm"]["met"]
+    assert found["dnc_vs_pypi"]["measured"] == pytest.approx(4.29, abs=0.01) and found["dnc_vs_pypi"]["met"]
+    assert found["ntm_vs_dnc"]["measured"] == pytest.approx(1.14, abs=0.01) and found["ntm_vs_dnc"]["met"]
+    headline["rows"][0]["median_cpu_ms"] = 90.0  # 140 / 90 > 1.5
+    assert not {t["id"]: t for t in targets.headline_targets(headline)}["dnc_vs_nn_lstm"]["met"]
+    writers = {"rows": [{"model": "dnc", "task": "copy", "reduction": {"uniform": 0.30, "cached_uniform": 0.20},
+                         "expected_reduction": {"uniform": 0.32, "cached_uniform": 0.29}}]}
+    assert not targets.writer_target(writers)["met"]  # CUW saves 9 points less than the share it skips
+    writers["rows"][0]["reduction"]["cached_uniform"] = 0.27
+    assert targets.writer_target(writers)["met"]
+    result = {"sections": {"endtoend": {"speedup": 1.9, "config": {"steps": 2000}},
+                           "trainer": {"overhead": 0.02}}}
+    found = {t["id"]: t for t in targets.summarize(result)}
+    assert found["end_to_end"]["met"] and found["trainer_overhead"]["unit"] == "fraction"
+
+
+@pytest.mark.slow  # two `uwbench train` subprocesses: 15-50 s on 2 shared cores
+def test_quick_end_to_end_runs_the_default_and_the_eager_trainer():
+    result = run_benchmarks("quick", sections=("endtoend",), log=lambda msg: None)
+    e = result["sections"]["endtoend"]
+    assert "errors" not in e, e.get("errors")
+    assert set(e["wall_s"]) == {"default", "eager"} and all(w > 0 for w in e["wall_s"].values())
+    assert e["config"]["steps"] == 20 and [t["id"] for t in result["targets"]] == ["end_to_end"]
+    assert "End to end: `uwbench train` of 20 DNC updates" in format_tables(result)

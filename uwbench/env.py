@@ -1,5 +1,6 @@
 """Process environment: library settings set once (never overriding what the user set), and the
-uwbench settings read from the environment (runs folder, checkpoint folder, system metrics switch)."""
+uwbench settings read from the environment (runs folder, checkpoint folder, Inductor cache, system metrics
+switch)."""
 from __future__ import annotations
 
 import os
@@ -15,9 +16,15 @@ DEFAULTS = {
 }
 
 
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
 def apply() -> None:
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # Inductor's compiled code lives under the runs folder, so the workers of a sweep and later runs
+    # reuse it instead of compiling again (torch's default is a per-user folder under /tmp)
+    os.environ.setdefault(INDUCTOR_CACHE_ENV, inductor_cache_dir())
 
 
 RUNS_DIR_ENV = "UWBENCH_RUNS_DIR"
@@ -51,6 +58,11 @@ def system_metrics() -> bool:
         raise ValueError(f"{SYSTEM_METRICS_ENV} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; "
                          f"set it to 0 to turn system metrics off")
     return _SWITCH_VALUES[raw]
+
+
+def inductor_cache_dir() -> str:
+    """Where torch.compile's Inductor keeps its on-disk cache: <runs dir>/inductor-cache."""
+    return os.path.join(runs_dir(), "inductor-cache")
 
 
 def progress_interval() -> float:

@@ -1,7 +1,8 @@
 """``uwbench bench``: speed and memory benchmarks against torch.nn.LSTM and PyPI dnc (benchmarks/README.md).
 
     uwbench bench                 the paper's configuration: headline table, writers, trainer overhead,
-                                  scaling on a small grid (about 10 minutes on 2 cores)
+                                  the default `uwbench train` end to end against the eager path,
+                                  scaling on a small grid (about 25 minutes on 2 cores)
     uwbench bench --quick         a CI-sized run that exercises every section (numbers mean little)
     uwbench bench --full          adds the scaling table up to D = 256 and T = 1000 (much longer)
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 HELP = "benchmark the models' speed and memory against torch.nn.LSTM and PyPI dnc"
 
-SECTIONS = ("headline", "writers", "trainer", "scaling")
+from uwbench.bench.sections import SECTIONS  # imports no torch
 DEFAULT_OUT = "benchmarks/results"
 
 
@@ -33,7 +34,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import sys
 
-    from uwbench.benchmarking import format_tables, run_benchmarks, write_result
+    from uwbench.bench import format_tables, run_benchmarks, write_result
 
     if args.repeats is not None and args.repeats < 1:
         raise ValueError(f"`--repeats >= 1` must hold, got {args.repeats}")

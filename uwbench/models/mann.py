@@ -17,12 +17,12 @@ decoder writes and reads every step (``decoder_write=False``: reads only).
 A ``cached`` writer (CUW, paper Algorithm 1) replaces h_{t-1} by an attention over the controller
 states cached since the last write before each encoder write step.
 
-Speed (DESIGN.md §5, benchmarks/README.md): the encoder's and the decoder's input projections take one
+Speed (benchmarks/README.md): the encoder's and the decoder's input projections take one
 matmul each (``controller.project`` on all steps); only the read vector's part is projected per step
 (fused with the step's input into one ``addmm``), and not again while the read vector is held; the
 controller's per-sequence constants are made once (``controller.sequence()``); W_y and W_r are applied
-once to all decoder steps. ``compile_steps()`` puts the step function under ``torch.compile`` (an
-option: the ``compile`` training setting).
+once to all decoder steps. ``compile_steps()`` puts the step function under ``torch.compile`` (the
+``compile`` training setting, ``auto`` by default: long runs compile, benchmarks/README.md).
 
 Traces: with ``model.tracing = True`` each forward leaves in ``model.trace`` (detached, S = Te + Td
 steps, encoder first):
@@ -60,6 +60,11 @@ class UnsupportedLengthsError(NotImplementedError, ValueError):
 class MANN(Seq2SeqModel):
     """Controller + ``memory`` + ``writer`` (see the module docstring). ``input_size`` is the task's
     input width; the controller reads [x_t ; r_{t-1}] of width input_size + memory.read_size."""
+
+    # Seconds a compiled step saves per sequence step against the eager one, forward + backward: about
+    # 1 ms on a 2-core CPU at the paper's sizes (copy T = 50: 256 ms eager, 151 ms compiled per 102
+    # steps), hardly dependent on the sizes. train.compile=auto weighs it against the compile time.
+    compiled_step_saving = 1.0e-3
 
     def __init__(self, cfg: MANNConfig, memory: nn.Module, writer: Writer, input_size: int, output_size: int):
         super().__init__()
@@ -167,8 +172,9 @@ class MANN(Seq2SeqModel):
 
     def compile_steps(self, **options) -> "MANN":
         """Run the per-step function (controller, interface, memory write and read) under ``torch.compile``
-        (DESIGN.md §5; the ``compile`` training option). Each kind of step (write and read, held, held
-        with a kept read projection) compiles once into one fused forward and one fused backward; the
+        (the ``compile`` training option, on by default for long runs: ``training/compile_policy.py``).
+        Each kind of step (write and read, held, held with a kept read projection) compiles once into
+        one fused forward and one fused backward (on CUDA: a captured CUDA graph each); the
         Python loop over steps and the batch-shared schedule stay as they are, so held steps still skip
         the memory. Traced forwards and forwards without autograd (evaluation) use the eager step:
         tracing records Python-side, and evaluation is not worth a second set of compilations.

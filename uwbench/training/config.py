@@ -7,7 +7,7 @@ the dict MLflow records describes the run completely.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Literal, Mapping, Optional
+from typing import Any, Dict, Literal, Mapping, Optional, Union
 
 from uwbench.config import ConfigError, as_dict, build
 from uwbench.registry import MODELS, TASKS
@@ -27,7 +27,9 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda | cuda:N | auto
     threads: Optional[int] = None  # torch intra-op threads (None: 1 on CPU, torch's default on CUDA; see loop.py)
-    compile: bool = False  # run the model's step function under torch.compile (DESIGN.md §5)
+    # auto | true | false: run the model's step function under torch.compile; auto does so when the run is
+    # long enough for the compilation to pay for itself (uwbench/training/compile_policy.py)
+    compile: Union[Literal["auto"], bool] = "auto"
     checkpoint_every: Optional[int] = 1  # save a resumable checkpoint every N evaluations; 0 or None: never
 
     def __post_init__(self):

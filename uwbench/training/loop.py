@@ -4,7 +4,7 @@ Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fres
 L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches`` fresh batches, the
 best-evaluated weights kept, and a final test of those weights on the task's fixed seeded test set.
 Timing: training seconds per 100 updates *without* evaluation, evaluation separately. The first update is
-timed on its own (``first_update_seconds``: lazy initialisation and, with ``compile``, the compilation)
+timed on its own (``first_update_seconds``: lazy initialisation and, with a compiled step, the compilation)
 and left out of the per-100 figures, which measure the steady state.
 
 Checkpoints and resume (``checkpoint.py``): with an MLflow run, the loop state is saved at every
@@ -110,13 +110,28 @@ def resolve_threads(threads: Optional[int], device: torch.device) -> Optional[in
     return 1 if device.type == "cpu" else None
 
 
-def enable_compile(model, model_name: str) -> None:
-    """Put the model's step function under torch.compile (``TrainConfig.compile``)."""
+def enable_compile(model, model_name: str, setting=True, updates: int = 0, steps_per_sequence=None) -> bool:
+    """Put the model's step function under torch.compile as ``TrainConfig.compile`` says (``setting``:
+    True, False or "auto", decided by ``compile_policy.should_compile`` from the run's length). Returns
+    whether it did. An explicit True on a model without a step function is an error."""
+    from uwbench.training.compile_policy import should_compile
+
     compile_steps = getattr(model, "compile_steps", None)
-    if compile_steps is None:
+    if setting is True and compile_steps is None:
         raise ValueError(f"`compile` needs a model with a step function to compile (the memory models and lstm), "
-                         f"got model {model_name!r}")
+                         f"got model {model_name!r}; set train.compile=auto or false")
+    saving = getattr(model, "compiled_step_saving", None) if compile_steps is not None else None
+    if not should_compile(setting, saving, updates, steps_per_sequence):
+        return False
     compile_steps()
+    return True
+
+
+def steps_per_sequence(task) -> int:
+    """Encoder + decoder steps of one training sequence, from one sample drawn with its own generator
+    (the run's training stream is not touched)."""
+    probe = task.sample(1, torch.Generator().manual_seed(0))
+    return int(probe.inputs.shape[1] + probe.decoder_inputs.shape[1])
 
 
 def build_components(run: ResolvedRun, device: torch.device):
@@ -225,8 +240,9 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
     tc = resolved.train
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
-    if tc.compile:
-        enable_compile(model, resolved.model_name)
+    auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
+    compiled = tc.compile is not False and enable_compile(
+        model, resolved.model_name, tc.compile, tc.steps, steps_per_sequence(task) if auto else None)
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
@@ -254,7 +270,8 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
             for i, s in enumerate(h["step"]):
                 run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
-                      "torch_threads": result.threads, "resumes": counters.resumes})
+                      "torch_threads": result.threads, "resumes": counters.resumes,
+                      "compiled": bool(compiled)})
         run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
 
     bar = None

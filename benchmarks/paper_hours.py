@@ -1,0 +1,93 @@
+"""Estimated CPU-core hours of each study's ``paper`` profile, eager and with train.compile=auto.
+
+    PYTHONPATH=. python benchmarks/paper_hours.py [--json PATH]
+
+A rough model from the per-step costs measured on the 2-core CPU machine (benchmarks/README.md), at
+one thread per run (one core each): one update costs ``steps per sequence x per-step cost`` (forward +
+loss + backward, DNC and NTM 2.5 ms eager and 1.5 ms compiled per step, the LSTM baseline 1.1 ms),
+every ``eval_every`` updates ``eval_batches`` forward passes of a third of an update each (always eager),
+plus the final test (not counted) and, for a compiled run, ``COMPILE_SECONDS`` of compilation. The
+per-step costs were measured at the paper's sizes (batch 64, H = 100, N = 4, W = 64); wider
+controllers, larger batches and bigger memories cost more per step, so the figures are a lower bound
+for Table 3, whose memories are larger (N up to 60). Document classification (Table 4) has
+variable lengths and needs its data to estimate; without the data its cells are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+
+EAGER_STEP_S = {"dnc": 2.5e-3, "ntm": 2.5e-3, "lstm": 1.1e-3}
+COMPILED_STEP_S = {"dnc": 1.5e-3, "ntm": 1.5e-3}
+EVAL_FRACTION = 1 / 3  # a no-grad forward pass against forward + backward
+# Tasks whose data may be missing here, with their fixed sequence length: 784 pixels and the class.
+FIXED_STEPS = {"pixel_mnist": 785, "pixel_mnist_permuted": 785}
+
+
+def seq_steps(task_name: str, task_cfg) -> int | None:
+    import torch
+
+    from uwbench.registry import TASKS
+
+    try:
+        task = TASKS.get(task_name)(task_cfg)
+        probe = task.sample(1, torch.Generator().manual_seed(0))
+        return int(probe.inputs.shape[1] + probe.decoder_inputs.shape[1])
+    except Exception:  # noqa: BLE001 - a task that needs a dataset that is not here
+        return FIXED_STEPS.get(task_name)
+
+
+def estimate(path: str):
+    from uwbench.models.mann import MANN
+    from uwbench.spec import load_plan
+    from uwbench.training.compile_policy import should_compile
+    from uwbench.training.compile_policy import COMPILE_SECONDS
+    from uwbench.training.config import resolve_run
+
+    plan = load_plan(path, "paper")
+    per_cell = plan.runs_per_cell()
+    eager = auto = 0.0
+    missing = []
+    for cell in plan.cells:
+        run = resolve_run(cell.config)
+        steps = seq_steps(run.task_name, run.task_cfg)
+        if steps is None:
+            missing.append(cell.id)
+            continue
+        tc = run.train
+        model = run.model_name if run.model_name in EAGER_STEP_S else "dnc"
+        evals = (tc.steps // tc.eval_every) * tc.eval_batches * steps * EAGER_STEP_S[model] * EVAL_FRACTION
+        e = tc.steps * steps * EAGER_STEP_S[model] + evals
+        saving = MANN.compiled_step_saving if model in COMPILED_STEP_S else 0.0
+        if should_compile(tc.compile, saving, tc.steps, steps):
+            a = tc.steps * steps * COMPILED_STEP_S[model] + evals + COMPILE_SECONDS
+        else:
+            a = e
+        eager += e * per_cell
+        auto += a * per_cell
+    return {"study": plan.spec.id, "cells": len(plan.cells), "runs": plan.n_runs(),
+            "eager_core_hours": round(eager / 3600, 1), "auto_core_hours": round(auto / 3600, 1),
+            "cells_without_data": missing}
+
+
+def main(argv) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="also write the rows to this file")
+    args = p.parse_args(argv)
+    rows = [estimate(path) for path in sorted(glob.glob("studies/*.yaml"))]
+    print("| study | cells | runs | eager core-hours | default (auto) core-hours |")
+    print("|---|---:|---:|---:|---:|")
+    for r in rows:
+        note = f" ({len(r['cells_without_data'])} cells without data left out)" if r["cells_without_data"] else ""
+        print(f"| {r['study']}{note} | {r['cells']} | {r['runs']} | {r['eager_core_hours']} | {r['auto_core_hours']} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""Markdown tables of a benchmark result (printed by ``uwbench bench``; the headline goes in the README)."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from uwbench.bench.workloads import NO_ENCODER_MEMORY
+
+
+def fmt(x: Optional[float], digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def fmt_measure(target: Dict[str, Any]) -> str:
+    """A target's measured value by its unit (``x``: a ratio, ``fraction``: a signed percentage, ``text``)."""
+    unit = target.get("unit", "x")
+    if unit == "text":
+        return target["text"]
+    if unit == "fraction":
+        return f"{target['measured']:+.1%}"
+    return f"{target['measured']:.2f}x"
+
+
+def _headline(h: Dict[str, Any]) -> List[str]:
+    c = h["config"]
+    lines = ["", f"Headline: copy T={c['seq_len']} ({c['steps']} steps), batch {c['batch']}, H={c['hidden']}, "
+                 f"D={c['memory_size']}, W={c['word_size']}, R={c['read_heads']}, forward+backward, 1 thread. "
+                 "ms per iteration (median).", "",
+             "| model | params | CPU ms | wall ms | x nn.LSTM | x our DNC (eager) | first call s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in h["rows"]:
+        lines.append(f"| {r['label']} | {r['parameters']:,} | {fmt(r['median_cpu_ms'])} | {fmt(r['median_wall_ms'])} "
+                     f"| {r['x_nn_lstm']:.2f} | {r['x_dnc_regular']:.2f} | {fmt(r['first_call_s'], 2)} |")
+    for n in h["notes"]:
+        lines.append(f"\nNote: {n}")
+    return lines
+
+
+def _writers(w: Dict[str, Any]) -> List[str]:
+    lines = ["", "Writers: time cut against regular writing (CPU-time medians). The encoder's memory share "
+                 "(regular vs an encoder that never touches the memory) bounds what skipping memory work can "
+                 "save; a writer holding a fraction h of the encoder steps can save about share x h "
+                 "(expected).", "",
+             "| model | task | steps enc+dec | regular ms | uniform ms: cut (expected) "
+             "| cached_uniform ms: cut (expected) | no encoder memory ms: share |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+
+    def cell(r, k):
+        if k not in r["reduction"]:
+            return "-"
+        return f"{fmt(r['ms'][k])}: {r['reduction'][k]:.0%} ({r['expected_reduction'][k]:.0%})"
+
+    for r in w["rows"]:
+        model = r["model"] + (" (compiled)" if r.get("compiled") else "")
+        lines.append(f"| {model} | {r['task']} | {r['encoder_steps']}+{r['decoder_steps']} "
+                     f"| {fmt(r['ms']['regular'])} | {cell(r, 'uniform')} | {cell(r, 'cached_uniform')} "
+                     f"| {fmt(r['ms'][NO_ENCODER_MEMORY])}: {r['encoder_memory_share']:.0%} |")
+    return lines
+
+
+def _trainer(t: Dict[str, Any]) -> List[str]:
+    return ["", f"Trainer overhead (dnc regular, {t['config']['runs']} runs of {t['config']['updates_per_run']} "
+                f"timed updates, CPU medians): {t['trainer_ms_per_update']} ms per update, of which "
+                f"{t['model_ms_in_trainer']} ms are the model's forward+loss+backward: the trainer adds "
+                f"{t['overhead']:+.1%}. The same model at its initial weights on a fixed batch: "
+                f"{t['model_ms_initial_weights']} ms ({t['overhead_vs_initial_weights']:+.1%} against it)."]
+
+
+def _end_to_end(e: Dict[str, Any]) -> List[str]:
+    c, w = e["config"], e["wall_s"]
+    return ["", f"End to end: `uwbench train` of {c['steps']} DNC updates on copy T={c['seq_len']} (batch "
+                f"{c['batch']}), two subprocesses started together, cold Inductor cache: default "
+                f"(train.compile=auto) {w['default']} s wall, eager (train.compile=false) {w['eager']} s: "
+                f"{e['speedup']:.2f}x." + (f" Errors: {e['errors']}" if e.get("errors") else "")]
+
+
+def _scaling(s: Dict[str, Any]) -> List[str]:
+    lines: List[str] = []
+    for axis, key, label in (("D", "memory_size", "D (slots)"), ("T", "seq_len", "T (tokens)")):
+        rows = [r for r in s["rows"] if r.get("axis") == axis]
+        if not rows:
+            continue
+        lines += ["", f"Scaling against {label}: CPU ms per iteration / peak memory growth MB "
+                      f"(batch {s['config']['batch']}, {s['method']}).", ""]
+
+        def impl(r):
+            return r["impl"] + (f" {r['writer']}" if r.get("writer") else "")
+
+        impls: List[str] = []
+        for r in rows:
+            if impl(r) not in impls:
+                impls.append(impl(r))
+        lines += ["| " + label + " | " + " | ".join(impls) + " |", "|---:|" + "---:|" * len(impls)]
+        for v in sorted({r[key] for r in rows}):
+            cells = []
+            for name in impls:
+                r = next((r for r in rows if r[key] == v and impl(r) == name), None)
+                if r is None:
+                    cells.append("-")
+                elif "error" in r:
+                    cells.append("error")
+                else:
+                    cells.append(f"{fmt(r['median_cpu_ms'], 0)} / {fmt(r['peak_rss_growth_mb'], 0)}")
+            lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return lines
+
+
+RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "endtoend": _end_to_end,
+             "scaling": _scaling}
+
+
+def format_tables(result: Dict[str, Any]) -> str:
+    """Markdown tables of a result dict, one block per section that ran, then the targets."""
+    m = result.get("machine", {})
+    lines: List[str] = [
+        f"Machine: {m.get('cpu')}, {m.get('logical_cores')} logical cores, torch {m.get('torch')}, 1 thread; "
+        f"load average {result.get('load_average_start')} -> {result.get('load_average_end')}; "
+        f"mode {result.get('mode')}."]
+    for name, section in result["sections"].items():
+        lines += RENDERERS[name](section)
+    if result.get("targets"):
+        lines += ["", "Targets:", "", "| target | measured | met | how |", "|---|---:|:-:|---|"]
+        for t in result["targets"]:
+            lines.append(f"| {t['target']} | {fmt_measure(t)} | {'yes' if t['met'] else 'no'} | {t['using']} |")
+    lines.append(f"\nTotal benchmark time: {result.get('seconds')} s.")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""When a run's step function goes under ``torch.compile``: the ``train.compile`` setting.
+
+``true`` and ``false`` are obeyed as given (``false`` is the eager path). ``auto``, the default,
+compiles when the time compiling saves over the run exceeds what the compilation costs, from two
+figures measured on a 2-core CPU machine (benchmarks/README.md, "Fast by default"):
+
+    saved    = updates x (encoder + decoder steps per sequence) x model.compiled_step_saving
+    compile  = COMPILE_SECONDS (a cold compile of one model's steps; Inductor's on-disk cache under
+               runs/ makes later ones cheaper, which this leaves as a margin)
+
+A compiled DNC or NTM step saves about 1 ms of a forward + backward against the eager step (copy
+T = 50, batch 64: 256 ms eager against 151 ms compiled per 102-step iteration), and this hardly
+depends on the model's sizes: the eager step's cost is its ~840 operator calls. The paper's copy run
+(10,000 updates x 102 steps) therefore compiles, and so does a 2,000-update one; the quickstart's
+CPU profile (1,000 updates x 18 steps) and the test suite's tiny runs stay eager, since their
+compilation would cost more than it saves. Models without a step function (``compile_steps``) stay
+eager under ``auto``, and so does the LSTM baseline, whose compiled step measured no faster
+(``compiled_step_saving = 0``); ``true`` on a model without a step function is an error.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step on the measuring machine (30-60 s)
+
+def estimated_saving(updates: int, steps_per_sequence: int, saving_per_step: float) -> float:
+    """Seconds the compiled step saves over ``updates`` updates of ``steps_per_sequence`` steps each."""
+    return updates * steps_per_sequence * saving_per_step
+
+
+def should_compile(setting: Union[bool, str], saving_per_step: Optional[float], updates: int,
+                   steps_per_sequence: Optional[int]) -> bool:
+    """The decision for one run: ``setting`` is ``TrainConfig.compile`` (True, False or "auto");
+    ``saving_per_step`` the model's ``compiled_step_saving`` (None: it has no step to compile)."""
+    if setting is True or setting is False:
+        return setting
+    if setting != "auto":
+        raise ValueError(f"`train.compile` must be auto, true or false, got {setting!r}")
+    if not saving_per_step or steps_per_sequence is None:
+        return False
+    return estimated_saving(updates, steps_per_sequence, saving_per_step) > COMPILE_SECONDS
