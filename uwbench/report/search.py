@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from uwbench import metrics
 from uwbench.report import figures, tables
 from uwbench.report.runs import format_value
 from uwbench.report.study import StudyView
