@@ -171,10 +171,22 @@ def test_quickstart_smoke_with_two_worker_processes_then_resume(sweep_env, capsy
         parent = parents[parents["tags.cell"] == cell.id].iloc[0]
         assert parent["metrics.n_final"] == 2 and "metrics.final_test_accuracy_mean" in parents.columns
     assert set(children["metrics.mean_seconds_per_100"].notna()) == {True}
+    # system metrics are on by default in a sweep: every run sampled CPU and memory at least once
+    assert set(children["metrics.system/cpu_utilization_percentage"].notna()) == {True}
 
     # a finished study does nothing when run again
     assert "nothing to do" in sweep_here(capsys, QUICKSTART, "--profile", "smoke", "--tracking-uri", uri)
     assert len(runs(uri, "quickstart")) == len(df)
+
+
+def test_a_sweep_without_system_metrics_logs_none(sweep_env, capsys, monkeypatch):
+    env, uri = sweep_env
+    monkeypatch.setenv("UWBENCH_RUNS_DIR", env["UWBENCH_RUNS_DIR"])
+    sweep_here(capsys, QUICKSTART, "--profile", "smoke", "--workers", "0", "--tracking-uri", uri,
+               "--no-system-metrics")
+    children = runs(uri, "quickstart").query("`tags.role` != 'cell'")
+    assert len(children) > 0 and set(children["status"]) == {"FINISHED"}
+    assert not [c for c in children.columns if c.startswith("metrics.system/")]
 
 
 def test_diverging_trials_are_recorded_failed_and_the_sweep_finishes(plugin_env, tmp_path):

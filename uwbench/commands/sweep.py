@@ -37,6 +37,8 @@ def add_arguments(p) -> None:
                         f"(default {d.grace_period})")
     p.add_argument("--max-retries", type=int, default=d.max_retries,
                    help=f"times a trial whose worker, machine or node died is retried (default {d.max_retries})")
+    p.add_argument("--no-system-metrics", action="store_true",
+                   help="do not sample CPU, memory and GPU use into each run (on by default)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
@@ -52,7 +54,8 @@ def _sweep(args) -> int:
     options = Options(workers=args.workers, storage=args.storage, ray_address=args.ray_address,
                       gpus_per_trial=args.gpus_per_trial, checkpoint_dir=args.checkpoint_dir,
                       heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,
-                      max_retries=args.max_retries)
+                      max_retries=args.max_retries,
+                      system_metrics=not args.no_system_metrics)
     return sweep(plan, args.backend, uri=args.tracking_uri, experiment=args.experiment, progress=not args.no_progress,
                  options=options)
 

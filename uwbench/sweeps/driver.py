@@ -37,10 +37,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
+from uwbench import env
 from uwbench.spec import Plan
 from uwbench.sweeps import common, space
 
-CHECKPOINT_DIR_ENV = "UWBENCH_CHECKPOINT_DIR"  # where the trainer keeps mid-run checkpoints (one folder per run id)
+CHECKPOINT_DIR_ENV = env.CHECKPOINT_DIR_ENV  # where the trainer keeps mid-run checkpoints (one folder per run id)
 GPU_COUNT_ENV = "UWBENCH_GPU_COUNT"  # for tests: the number of GPUs this machine claims to have
 
 
@@ -56,6 +57,7 @@ class Options:
     heartbeat_interval: int = 10
     grace_period: int = 60
     max_retries: int = 3
+    system_metrics: bool = True  # CPU, memory (and GPU) sampled into every run
 
 
 @dataclass
@@ -261,6 +263,8 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
     options = options or Options()
     if options.checkpoint_dir:  # read by the trainer in every worker and Ray trial (inherited / runtime env)
         os.environ[CHECKPOINT_DIR_ENV] = os.path.abspath(options.checkpoint_dir)
+    if not options.system_metrics:  # read by the trainer in every worker and Ray trial, like the folder above
+        os.environ[env.SYSTEM_METRICS_ENV] = "0"
     engine = BACKENDS.get(backend)(plan, options)
     with common.study_lock(plan) as lock_path:
         uri, experiment_id, cell_runs = common.setup_tracking(plan, uri, experiment, backend)
