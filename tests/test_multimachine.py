@@ -94,12 +94,12 @@ def machines_that_ran(storage: str):
             if t.user_attrs.get("status") == "finished"}
 
 
-def two_machines(tmp_path, env, study: str, storage: str, uri: str, delay_s: float = 20):
+def two_machines(tmp_path, env, study: str, storage: str, uri: str, delay_s: float = 20, extra=()):
     first = start_machine(tmp_path, "machine1", env, study, "--storage", storage, "--tracking-uri", uri,
-                          *FAST_HEARTBEAT)
+                          *FAST_HEARTBEAT, *extra)
     time.sleep(delay_s)
     second = start_machine(tmp_path, "machine2", env, study, "--storage", storage, "--tracking-uri", uri,
-                           *FAST_HEARTBEAT)
+                           *FAST_HEARTBEAT, *extra)
     return first, second
 
 
@@ -128,9 +128,13 @@ def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env
     env, uri = plugin_env
     study = study_file(tmp_path, "killone", FAITHFUL)
     storage = "journal:" + str(tmp_path / "shared-disk" / "killone.journal")
-    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
+    checkpoints = tmp_path / "shared-disk" / "checkpoints"  # both machines read and write it
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8,
+                                 extra=("--checkpoint-dir", str(checkpoints)))
     try:
         victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
+        state = checkpoints / victim.user_attrs["mlflow_run_id"] / "state.pt"
+        _wait_for(state.exists, timeout=120, what="the trial's first checkpoint")
         os.killpg(second.pid, signal.SIGKILL)  # the whole machine: sweep and worker
         second.wait(timeout=30)
     finally:
@@ -142,6 +146,12 @@ def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env
     # the killed trial's run was re-opened (same run id), not started again, and ended FINISHED
     resumed = children[children["run_id"] == victim.user_attrs["mlflow_run_id"]]
     assert len(resumed) == 1 and resumed.iloc[0]["tags.retry_of"] == str(victim.number)
+    # ... and continued from its checkpoint on machine 1, logging each evaluation once
+    assert int(resumed.iloc[0]["tags.resumes"]) >= 1
+    from mlflow.tracking import MlflowClient
+
+    steps = [m.step for m in MlflowClient(uri).get_metric_history(victim.user_attrs["mlflow_run_id"], "eval_accuracy")]
+    assert sorted(steps) == sorted(set(steps)) == [10, 20, 30, 40]
     assert len(runs(uri, "killone", deleted=True)) == 0
     # the killed machine, started again, finds the study complete
     again = start_machine(tmp_path, "machine2-again", env, study, "--storage", storage, "--tracking-uri", uri)
