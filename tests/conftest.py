@@ -1,5 +1,5 @@
 """Shared fixtures. Expensive things are made once per session and copied (a fresh MLflow SQLite
-store costs about 4 s of migrations: stack notes §4)."""
+store costs about 4 s of migrations: docs/design.md §13.1)."""
 from __future__ import annotations
 
 import os
@@ -106,7 +106,7 @@ def sweep_env(tmp_path, tracking_uri):
 
 
 RAY_HEAD_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # bind GCS and raylet to 127.0.0.1 only
-                "RAY_AUTH_MODE": "disabled",  # same on head and clients (stack notes §6)
+                "RAY_AUTH_MODE": "disabled",  # same on head and clients (docs/design.md §13.3)
                 "RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
 
 

@@ -19,7 +19,7 @@ def sigmoid(x):
 
 
 def slow_ln_lstm_step(cell, x, h, c):
-    """TF LayerNormBasicLSTMCell written out per unit for one sample (reference §2.2)."""
+    """TF LayerNormBasicLSTMCell written out per unit for one sample (docs/reference.md §3.2)."""
     H = cell.hidden_size
     K = torch.cat([cell.weight_ih, cell.weight_hh]).tolist()  # (I+H, 4H)
     inp = x + h
@@ -57,7 +57,7 @@ def test_ln_lstm_matches_a_slow_written_out_reference():
 @pytest.mark.parametrize(
     "name, count",
     [
-        ("ln_lstm", lambda I, H: 4 * H * (I + H) + 10 * H),  # reference §5.1
+        ("ln_lstm", lambda I, H: 4 * H * (I + H) + 10 * H),  # docs/reference.md §3.2
         ("lstm", lambda I, H: 4 * H * (I + H + 1)),
         ("gru", lambda I, H: 3 * H * (I + H + 1)),
         ("rnn", lambda I, H: H * (I + H + 1)),

@@ -1,6 +1,6 @@
-"""DNC memory: the batched operations against a written-out per-sample loop of reference §2.4, the
-allocation on hand-made usage vectors, temporal-link invariants, the interface layout of §2.3 and the
-initial state."""
+"""DNC memory: the batched operations against a written-out per-sample loop of docs/reference.md §4, the
+allocation on hand-made usage vectors, temporal-link invariants, the interface layout of docs/reference.md
+§3.3 and the initial state."""
 from __future__ import annotations
 
 import math
@@ -16,7 +16,7 @@ torch.set_num_threads(1)  # CI runners and the dev machine have 2 shared cores
 F64 = torch.float64
 
 
-# ---- a slow, per-sample version of reference §2.4 in plain Python floats ----
+# ---- a slow, per-sample version of docs/reference.md §4 in plain Python floats ----
 
 
 def slow_content(memory, key, beta):
@@ -230,7 +230,7 @@ def test_interface_layout_and_activations():
     w, r = 3, 2
     mem = DNCMemory(4, w, r)
     assert mem.interface_size == w * r + 3 * w + 5 * r + 3 == 28
-    assert DNCMemory(4, 64, 1).interface_size == 264  # reference §2.3
+    assert DNCMemory(4, 64, 1).interface_size == 264  # docs/reference.md §3.3
     xi = torch.arange(mem.interface_size, dtype=F64).unsqueeze(0) / 10  # distinct values in order
     iface = mem.parse(xi)
     x = xi[0]

@@ -189,7 +189,7 @@ def test_ntm_broadcast_products_equal_bmm(monkeypatch):
 
 
 def plain_ln_lstm(cell, gx, h, c):
-    """Reference §2.2 with four separate affine layer norms."""
+    """docs/reference.md §3.2 with four separate affine layer norms."""
     z = gx + h @ cell.weight_hh
     ln = [F.layer_norm(p, p.shape[-1:], g.gain, g.shift, LN_EPS) for g, p in zip(cell.ln_gates, z.chunk(4, -1))]
     i, j, f, o = ln

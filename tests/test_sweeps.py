@@ -288,7 +288,7 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
 
 @pytest.fixture
 def mlflow_server(tmp_path):
-    """A lean `mlflow server` on 127.0.0.1 (2 processes instead of 15: stack notes §4), stopped by its PID group."""
+    """A lean `mlflow server` on 127.0.0.1 (2 processes, docs/design.md §13.1), stopped by its PID group."""
     port = free_port()
     store = tmp_path / "server"
     store.mkdir()

@@ -169,7 +169,8 @@ def kept_writes(positions: Sequence[int], memory_size: Optional[int]) -> List[in
 
     Theorem 2 scores the D writes the D slots hold. A schedule with more writes than slots must
     overwrite; scoring it assumes first-in-first-out overwriting (the first slot is reused first, as
-    the reference notes for UW's extra write at the end marker). ``None`` keeps every write.
+    the paper's appendix says of UW's extra write at the end marker, docs/reference.md §5.1). ``None``
+    keeps every write.
     """
     positions = list(positions)
     if memory_size is None:
@@ -464,7 +465,7 @@ def schedule_table(
     steps (the end marker included, docs/reference.md §2.1), with D memory slots:
 
     - ``regular``: a write at every step (the memory keeps the last D);
-    - ``uniform``: ``uniform_positions(n, D, rule=rule)`` (Eq. 7 / the reference code's rule);
+    - ``uniform``: ``uniform_positions(n, D, rule=rule)`` (Eq. 7 / the authors' code's rule);
     - ``cached_uniform``: the same with interval min(s, L), L = ``cache_size`` (§2.3.1); left out when
       ``cache_size`` is None. The bound scores the write steps only, not the cache's attention;
     - ``random``: the expected bound over Bernoulli(p) masks, p = (D+1)/T unless ``write_prob``.

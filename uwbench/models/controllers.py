@@ -1,16 +1,16 @@
 """Recurrent controllers: layer-norm LSTM (default), LSTM, GRU and tanh RNN.
 
 All share one interface so the memory models can precompute the external-input projection for every
-step in one matmul and add the read-vector part per step (DESIGN.md §5):
+step in one matmul and add the read-vector part per step (docs/design.md §8.4):
 
     gx = controller.project(x, rows)    # x (..., I_part) @ weight_ih[rows] (+ bias once)  -> (..., G)
     with controller.sequence():         # optional: per-step constants made once per sequence
         h, state = controller.step(gx, state)
 
 ``state`` is a tuple whose first element is the output h (B, H). CUW replaces ``state[0]`` with the
-attended state a_t (paper Algorithm 1); the LSTM cell c is kept (reference §3.3).
+attended state a_t (paper Algorithm 1); the LSTM cell c is kept (docs/reference.md §6.3).
 
-Cell equations follow TensorFlow 1.x, which the authors' code used (reference §2.2, §5.1):
+Cell equations follow TensorFlow 1.x, which the authors' code used (docs/reference.md §3.2, §9.1):
 - ``ln_lstm``: LayerNormBasicLSTMCell: z = [x; h] K (no bias), per-gate layer norm on i, j, f, o,
   c = c * sigmoid(f + 1) + sigmoid(i) * tanh(j), c <- LN(c) (stored normalised), h = tanh(c) * sigmoid(o).
   4H(I+H) + 10H parameters.
@@ -32,7 +32,7 @@ from uwbench.registry import CONTROLLERS
 
 State = Tuple[torch.Tensor, ...]
 
-# TF's layer-norm variance epsilon (reference §2.2). Note: layer norm of a constant vector has a
+# TF's layer-norm variance epsilon (docs/reference.md §3.2). Note: layer norm of a constant vector has a
 # gradient gain of 1/sqrt(eps) per step, so long runs of all-zero input from the zero state (the
 # leading black pixels of an MNIST image) overflow to NaN with this cell, in TF as here; the paper
 # uses a GRU controller for the pixel tasks, and uwbench's pixel studies do too.
@@ -104,7 +104,7 @@ class Controller(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """Per-unit gain/shift layer norm over the last axis with TF's epsilon (reference §2.2)."""
+    """Per-unit gain/shift layer norm over the last axis with TF's epsilon (docs/reference.md §3.2)."""
 
     def __init__(self, size: int):
         super().__init__()
@@ -124,7 +124,7 @@ class LNLSTM(Controller):
         self.ln_gates = nn.ModuleList(LayerNorm(hidden_size) for _ in range(4))  # i, j, f, o
         self.ln_cell = LayerNorm(hidden_size)
         offset = torch.zeros(4, 1)
-        offset[2] = FORGET_BIAS  # sigmoid(f + 1): added after the layer norm (reference §2.2)
+        offset[2] = FORGET_BIAS  # sigmoid(f + 1): added after the layer norm (docs/reference.md §3.2)
         self.register_buffer("_forget_offset", offset, persistent=False)  # (4, 1)
 
     def initial_state(self, batch, device, dtype=torch.float32) -> State:

@@ -1,15 +1,15 @@
 """The DNC external memory (Graves et al. 2016, Methods) as the authors' code computes it.
 
-Everything here follows reference §2.3-2.4 (``shared/reference/uw-dnc-reference.md``), i.e. the
-Mostafa-Samir TF port that the paper's code uses, not DeepMind's: the usage is sorted without an
-epsilon, the write vector and keys are linear, the link diagonal is zeroed after the update.
+Everything here follows docs/reference.md §3.3 (interface) and §4 (memory), i.e. the Mostafa-Samir
+TF port that the paper's code uses, not DeepMind's: the usage is sorted without an epsilon, the write
+vector and keys are linear, the link diagonal is zeroed after the update.
 
 The operations are pure batched tensor functions (tested against a per-sample loop in
 ``tests/test_dnc_memory.py``); ``DNCMemory`` strings them together and implements the ``Memory``
 protocol of ``uwbench.models.memory_base``. Shapes: B batch, N slots (= D), W word size, R read heads.
 Read-side tensors keep the head axis before the slot axis: read weights (B, R, N), read keys (B, R, W).
 
-One write, with the previous state (M-, u-, p-, L-, w^w-, w^r-) (reference §2.4 "Write"):
+One write, with the previous state (M-, u-, p-, L-, w^w-, w^r-) (docs/reference.md §4.2):
 
     psi = prod_r (1 - f_r w^r-_r)                                  retention
     u   = (u- + w^w- - u- * w^w-) * psi                            usage
@@ -19,7 +19,7 @@ One write, with the previous state (M-, u-, p-, L-, w^w-, w^r-) (reference §2.4
     p   = (1 - sum_i w^w_i) p- + w^w                               precedence
     M   = M- * (1 - w^w e^T) + w^w v^T                             erase and add
 
-One read, on the updated M and L (reference §2.4 "Read"):
+One read, on the updated M and L (docs/reference.md §4.3):
 
     w^r = pi_0 (L^T w^r-) + pi_1 C(M, k^r, beta^r) + pi_2 (L w^r-)  backward, content, forward
     r   = M^T w^r
@@ -38,13 +38,13 @@ import torch.nn.functional as F
 from uwbench.models.memory_base import MANNConfig
 from uwbench.registry import MODELS
 
-INIT_VALUE = 1e-6  # M, w^w, w^r and r start at 1e-6 (reference §2.4)
+INIT_VALUE = 1e-6  # M, w^w, w^r and r start at 1e-6 (docs/reference.md §3.5)
 NORM_FLOOR = 1e-12  # TF l2_normalize: x * rsqrt(max(sum(x^2), 1e-12))
-N_READ_MODES = 3  # backward, content, forward (reference §2.3, D17)
+N_READ_MODES = 3  # backward, content, forward (docs/reference.md §3.3, §4.3)
 
 
 class DNCState(NamedTuple):
-    """The memory state carried across steps (reference §2.4); the read vector is carried by the frame."""
+    """The memory state carried across steps (docs/reference.md §4); the read vector is carried by the frame."""
 
     memory: torch.Tensor  # (B, N, W)
     usage: torch.Tensor  # (B, N)
@@ -55,7 +55,7 @@ class DNCState(NamedTuple):
 
 
 class DNCInterface(NamedTuple):
-    """The activated interface vector (reference §2.3)."""
+    """The activated interface vector (docs/reference.md §3.3)."""
 
     read_keys: torch.Tensor  # (B, R, W)
     read_strengths: torch.Tensor  # (B, R)      1 + softplus
@@ -71,7 +71,7 @@ class DNCInterface(NamedTuple):
 
 # ---- pure batched memory operations ----
 #
-# Speed (DESIGN.md §5, benchmarks/README.md): at the paper's sizes (B = 64, N = 4, W = 64) every tensor
+# Speed (docs/design.md §8.4, benchmarks/README.md): at the paper's sizes (B = 64, N = 4, W = 64) every tensor
 # here is a few thousand numbers, so a step costs kernel launches and autograd nodes, not arithmetic.
 # The batched products of tiny matrices are therefore written as a broadcast multiply and a sum up to
 # BROADCAST_MAX_SLOTS slots (a (64, 1, 4) @ (64, 4, 64) ``bmm`` and its backward cost several times as
@@ -90,7 +90,7 @@ FUSED_LINK_MIN_SLOTS = 32
 
 
 def interface_size(word_size: int, read_heads: int) -> int:
-    """|xi| = W R + 3 W + 5 R + 3 (reference §2.3): 264 for W = 64, R = 1."""
+    """|xi| = W R + 3 W + 5 R + 3 (docs/reference.md §3.3): 264 for W = 64, R = 1."""
     return word_size * read_heads + 3 * word_size + 5 * read_heads + 3
 
 
@@ -172,7 +172,7 @@ def allocation_pairwise(usage: torch.Tensor) -> torch.Tensor:
 def allocation(usage: torch.Tensor) -> torch.Tensor:
     """a[phi_j] = (1 - u[phi_j]) prod_{i<j} u[phi_i] with phi the slots sorted by ascending usage.
 
-    No epsilon is added to the usage (reference §2.4, D17); ties keep the lower slot first, as TF's
+    No epsilon is added to the usage (docs/reference.md §4.2); ties keep the lower slot first, as TF's
     top_k on -u does. The gradient flows through the sorted values, not the order. usage (B, N) -> (B, N).
     Up to PAIRWISE_MAX_SLOTS slots the same products come from pairwise comparisons (no sort)."""
     if usage.shape[-1] <= PAIRWISE_MAX_SLOTS:
@@ -366,7 +366,7 @@ def flatten_reads(reads: torch.Tensor) -> torch.Tensor:
 
 
 def parse_interface(xi: torch.Tensor, word_size: int, read_heads: int) -> DNCInterface:
-    """Slice and activate the (already clipped) interface xi (B, |xi|) in the order of reference §2.3.
+    """Slice and activate the (already clipped) interface xi (B, |xi|) in the order of docs/reference.md §3.3.
 
     Matrix-shaped slices are TF row-major reshapes: the read keys are [W, R] (index w R + r) and the
     read modes [3, R] (index m R + r); both are returned head-first. The free, allocation and write
@@ -391,7 +391,7 @@ def parse_interface(xi: torch.Tensor, word_size: int, read_heads: int) -> DNCInt
 
 
 def dnc_write(state: DNCState, iface: DNCInterface, off_diagonal: torch.Tensor | None = None) -> DNCState:
-    """One DNC write (reference §2.4 steps 1-7) from the previous state; read weights are unchanged."""
+    """One DNC write (docs/reference.md §4.2 steps 1-7) from the previous state; read weights are unchanged."""
     psi = retention(iface.free_gates, state.read_weights)  # (B, N)
     usage = update_usage(state.usage, state.write_weights, psi)  # (B, N)
     content = content_weighting(state.memory, iface.write_key.unsqueeze(1),
@@ -434,7 +434,7 @@ class DNCMemory(nn.Module):
         return f"memory_size={self.memory_size}, word_size={self.word_size}, read_heads={self.read_heads}"
 
     def initial_state(self, batch: int, device, dtype=torch.float32) -> DNCState:
-        """Reference §2.4: M = w^w = w^r = 1e-6, u = p = L = 0, one copy per sample."""
+        """docs/reference.md §3.5: M = w^w = w^r = 1e-6, u = p = L = 0, one copy per sample."""
         n, w, r = self.memory_size, self.word_size, self.read_heads
         return DNCState(
             memory=torch.full((batch, n, w), INIT_VALUE, device=device, dtype=dtype),  # (B, N, W)

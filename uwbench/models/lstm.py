@@ -1,7 +1,7 @@
 """The recurrent baseline ("LSTM" in the paper's tables): a controller alone in the seq2seq frame.
 
-Encoder then decoder with one controller; output y_t = clip(h_t W_y, +-20) with no bias (reference
-§2.2, D9). The paper's LSTM row is the layer-norm LSTM with H=125 (reference §5.2).
+Encoder then decoder with one controller; output y_t = clip(h_t W_y, +-20) with no bias
+(docs/reference.md §3.4). The paper's LSTM row is the layer-norm LSTM with H=125 (docs/reference.md §9.2).
 """
 from __future__ import annotations
 

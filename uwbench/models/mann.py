@@ -10,7 +10,7 @@ One frame serves every memory (DNC: ``dnc_memory.py``, NTM: ``ntm.py``) and ever
     output       y_t = clip(h_t W_y + r_t W_r, +-20)               (decoder only, docs/reference.md §3.4)
 
 The encoder's write steps come from the writer's batch-shared schedule, so a held step is a plain
-Python branch that does no memory work at all (DESIGN.md §3): UW's speed-up depends on it. The
+Python branch that does no memory work at all (docs/reference.md §5.2): UW's speed-up depends on it. The
 controller still runs on held steps, as in the authors' code; the interface projection, unused there,
 is computed on held steps only while tracing (so the write gate can be traced at every step). The
 decoder writes and reads every step (``decoder_write=False``: reads only).

@@ -2,7 +2,7 @@
 
 The paper's NTM baseline (its Table 1/2 rows "NTM" and "NTM+UW", footnote: MarkPKCollier's cell) is
 rebuilt here as a ``Memory`` (``uwbench.models.memory_base``) so the frame's controller, output layer
-and writers (regular, uniform, cached uniform, random) apply unchanged (reference §5.3, decision D18).
+and writers (regular, uniform, cached uniform, random) apply unchanged (docs/reference.md §7).
 
 One read head and one write head, N = ``memory_size`` slots of M = ``word_size``. Each head addresses
 the memory from its previous weighting w_{t-1} (Graves et al. Eq. 5-9):
@@ -15,7 +15,7 @@ the memory from its previous weighting w_{t-1} (Graves et al. Eq. 5-9):
 then the write head erases and adds, M_i <- M_i * (1 - w_i e) + w_i a (Eq. 3-4), and the read head
 reads r = sum_i w_i M_i (Eq. 2) from the updated memory.
 
-Interface layout (width 4M + 12 = 268 for M = 64, the reference's 268-wide projection):
+Interface layout (width 4M + 12 = 268 for M = 64, docs/reference.md §7):
 
     [ read head: key M | beta 1 | g 1 | s 3 | gamma 1 ][ write head: same M + 6 ][ erase M ][ add M ]
 
@@ -26,8 +26,8 @@ the add vector can be matched by a key). The frame clips the raw interface to +-
 Parameters owned here: a learned initial read vector (M, through tanh) and learned initial weightings
 (N per head, through softmax, random init so that the slots are not symmetric). The memory itself
 starts at a small constant (1e-6, MarkPK's "constant" init) and is not a parameter, which gives the
-reference's second exact fit of the paper's count: 70,600 + 26,800 + 1,000 + 640 + 64 + 2N = 99,112
-at N = 4 (reference §5.3; MarkPK's own cell, with biases and a trainable memory, would give 99,046 at
+second exact fit of the paper's count (docs/reference.md §9.4): 70,600 + 26,800 + 1,000 + 640 + 64 + 2N = 99,112
+at N = 4 (MarkPK's own cell, with biases and a trainable memory, would give 99,046 at
 N = 4 and 99,112 only at N = 5). ``reconcile_ntm`` registers that reconciliation for `uwbench params`.
 """
 from __future__ import annotations
@@ -44,8 +44,8 @@ from uwbench.models.memory_base import MANNConfig
 from uwbench.models.params import PAPER_TOTALS, paper_reconciliation
 from uwbench.registry import MODELS
 
-MEMORY_INIT = 1e-6  # constant memory init (MarkPK; reference §5.3, DESIGN.md §3)
-SHIFT_OFFSETS = (-1, 0, 1)  # shift range 1 (reference §5.3)
+MEMORY_INIT = 1e-6  # constant memory init (MarkPK; docs/reference.md §7)
+SHIFT_OFFSETS = (-1, 0, 1)  # shift range 1 (docs/reference.md §7)
 COSINE_EPS = 1e-8  # cos(k, M_i) = k . M_i / (|k| |M_i| + eps): finite for an all-zero key or row
 
 State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # memory (B, N, M), w^r (B, N), w^w (B, N)
@@ -196,7 +196,7 @@ class NTMMemory(nn.Module):
     def read(self, state: State, iface: NTMInterface) -> Tuple[torch.Tensor, State]:
         """Address the read head from the previous read weights on the (just written) memory and read."""
         # DEVIATION: MarkPK's cell addresses and reads from the memory before this step's write; the frame
-        # writes first and reads the updated memory, as the DNC does (reference §2.4), so both models share
+        # writes first and reads the updated memory, as the DNC does (docs/reference.md §4), so both models share
         # one step order and a word can be read back on the step it is written.
         memory, w_r, w_w = state
         w_r = address(memory, iface.read, w_r)  # (B, N)
@@ -219,7 +219,7 @@ def build_ntm(cfg: MANNConfig, input_size: int, output_size: int, task=None):
 
 @paper_reconciliation("ntm")
 def reconcile_ntm(model, cfg, input_size, output_size):
-    """Reference §5.3, second exact fit: the NTM as a memory module in the authors' frame has no unused
+    """docs/reference.md §9.4, second exact fit: the NTM as a memory module in the authors' frame has no unused
     TF tensors (no embeddings), so our count is the paper's: LN-LSTM 70,600 + interface 26,800 + W_y 1,000
     + W_r 640 + initial read vector 64 + initial weights 8 = 99,112. (MarkPK's own cell would give 99,046
     with N = 4 and 99,112 with N = 5.) UW and RW add no parameters; CUW adds its attention."""

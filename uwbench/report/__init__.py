@@ -1,4 +1,4 @@
-"""Reports: the paper's tables and figures regenerated from recorded runs (DESIGN.md §1, issue 6).
+"""Reports: the paper's tables and figures regenerated from recorded runs (docs/design.md §10).
 
 ``report_study("studies/quickstart.yaml")`` reads the study's runs from MLflow (or, when MLflow has none,
 from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index

@@ -1,6 +1,6 @@
 """Write a study's report folder and the reports index.
 
-``build_report(study, snapshot, folder)`` writes, from the snapshot alone (DESIGN.md §1):
+``build_report(study, snapshot, folder)`` writes, from the snapshot alone (docs/design.md §1, §10):
 
     runs.csv curves.csv traces.csv      the snapshot (rebuild with `uwbench report --from-csv`)
     accuracy.md .tex (.csv)             the paper's layout: ours (mean ± std, n) | paper | Δ

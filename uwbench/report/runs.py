@@ -1,6 +1,6 @@
 """The recorded runs a report is made from, and their snapshot (``runs.csv``, ``curves.csv``, ``traces.csv``).
 
-A report is a pure function of recorded runs (docs/design.md). MLflow rows are first normalised into a
+A report is a pure function of recorded runs (docs/design.md §1). MLflow rows are first normalised into a
 fixed set of columns and written as text with a stable float format; the report is then computed from
 that text, parsed back. So a report built from MLflow and one rebuilt from its committed snapshot
 (``uwbench report --from-csv``) are the same bytes, and a rebuild of unchanged data gives no diff.

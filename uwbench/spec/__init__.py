@@ -1,4 +1,4 @@
-"""Study specs: one YAML file per paper table or figure, validated and expanded into cells (docs/design.md).
+"""Study specs: one YAML file per paper table or figure, validated and expanded into cells (docs/design.md §5).
 
 A study names a question, the paper artifact it reproduces, a task, groups of cells (a model plus a grid
 over settings such as the writer, controller, memory size or sequence length), settings fixed for every

@@ -86,7 +86,7 @@ class Job:
     def config(self) -> Dict[str, Dict[str, Any]]:
         cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
         cfg.setdefault("train", {})["seed"] = int(self.seed)
-        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md)
+        cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md §7.2)
         if self.device:
             cfg["train"]["device"] = self.device
         return cfg

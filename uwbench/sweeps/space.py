@@ -1,4 +1,4 @@
-"""The one search-space grammar (DESIGN.md §4): a study's ``search`` entries compiled to Optuna
+"""The one search-space grammar (docs/design.md §7.2): a study's ``search`` entries compiled to Optuna
 distributions. The Optuna backend suggests from them; Ray Tune uses the same distributions through
 ``OptunaSearch``, so both backends search exactly the same space.
 

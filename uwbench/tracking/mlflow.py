@@ -1,4 +1,4 @@
-"""MLflow, the system of record (docs/design.md). The only module that imports mlflow.
+"""MLflow, the system of record (docs/design.md §1, §9). The only module that imports mlflow.
 
 Uses ``MlflowClient`` with explicit experiment and run ids (no global active run, no
 ``MLFLOW_EXPERIMENT_ID`` in the environment), so the same code works in the CLI, in Optuna worker
@@ -23,7 +23,7 @@ from typing import Any, Dict, Mapping, Optional
 from uwbench import env
 
 env.apply()
-warnings.filterwarnings("ignore", message=".*noload.*")  # SQLAlchemy 2.1 deprecation noise (stack notes §4)
+warnings.filterwarnings("ignore", message=".*noload.*")  # SQLAlchemy 2.1 deprecation noise
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
@@ -60,7 +60,7 @@ def resolve_uri(uri: Optional[str]) -> str:
 def _prepare_sqlite_store(uri: str, path: str) -> None:
     """Create the schema of a local sqlite store while holding ``<db>.lock``. Two ``uwbench train`` runs
     started together on a fresh file otherwise fail with ``duplicate column name`` or ``table ... already
-    exists`` from MLflow's migrations (stack notes §4: creation races)."""
+    exists`` from MLflow's migrations (docs/design.md §13.1)."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): create without the lock
@@ -87,7 +87,7 @@ def client(uri: Optional[str] = None) -> MlflowClient:
 
 def ensure_experiment(name: str, uri: Optional[str] = None) -> str:
     """Create (or find) the experiment and return its id. Call in the parent process before workers
-    start: concurrent first-time creation of a SQLite store fails (stack notes §4)."""
+    start: concurrent first-time creation of a SQLite store fails (docs/design.md §13.1)."""
     uri = resolve_uri(uri)
     c = MlflowClient(tracking_uri=uri)
     exp = c.get_experiment_by_name(name)

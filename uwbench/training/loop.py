@@ -90,8 +90,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def clip_gradients(params, clip: float, mode: str) -> None:
-    """Per-tensor L2 clipping (each gradient tensor scaled to norm <= clip; the authors' code and D13) or
-    global-norm clipping."""
+    """Per-tensor L2 clipping (each gradient tensor scaled to norm <= clip; the authors' code,
+    docs/reference.md §8.2) or global-norm clipping."""
     grads = [p for p in params if p.grad is not None]
     if mode == "per_tensor":
         # torch's foreach norm: one fused call for all tensors, no host sync
