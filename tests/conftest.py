@@ -217,15 +217,22 @@ def start_mlflow_server(folder, backend_store_uri: str):
     log = open(os.path.join(str(folder), "mlflow-server.log"), "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
+    wait_until_answering(proc, url + "/health", 180, f"mlflow server (see {folder}/mlflow-server.log)")
+    return url, proc
+
+
+def wait_until_answering(proc, url: str, timeout_s: float, what: str) -> None:
+    """Wait until ``url`` answers 200; stop ``proc``'s process group and fail the test if it exits first or
+    ``timeout_s`` passes."""
+    deadline = time.time() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status == 200:
-                    return url, proc
+                    return
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
             stop_process_group(proc.pid, grace_s=1, leader=proc)
-            pytest.fail(f"mlflow server did not come up (exit {proc.poll()}); see {folder}/mlflow-server.log")
+            pytest.fail(f"{what} did not answer at {url} (exit {proc.poll()})")
         time.sleep(0.5)

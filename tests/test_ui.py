@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, stop_process_group
+from conftest import free_port, stop_process_group, wait_until_answering
 from uwbench.tracking import ui
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,18 +141,8 @@ def _start(cmd, url: str, env=None, timeout_s: float = 120):
     """Start a server in its own process group and wait until ``url`` answers 200."""
     proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            stop_process_group(proc.pid, grace_s=3, leader=proc)
-            pytest.fail(f"{os.path.basename(cmd[0])} did not answer at {url} (exit {proc.poll()})")
-        time.sleep(0.5)
+    wait_until_answering(proc, url, timeout_s, os.path.basename(cmd[0]))
+    return proc
 
 
 def _fetch(url: str) -> bytes:
