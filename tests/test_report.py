@@ -254,7 +254,7 @@ def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_
     assert "quickstart: 3/3 cells run" in printed and "report.html" in printed
     folder = out / "quickstart"
     snap = runs.Snapshot.from_dir(str(folder))
-    cells = ["dnc-cached_uniform", "dnc-regular", "dnc-uniform"]
+    cells = ["dnc-cached_uniform-D2-L2", "dnc-regular-D2", "dnc-uniform-D2"]
     assert sorted(set(snap.runs["cell"])) == cells and set(snap.runs["role"]) == {"trial", "final"}
     assert set(snap.runs["profile"]) == {"smoke"} and snap.runs["lr"].notna().all()
     finals = snap.runs[snap.runs["role"] == "final"]
