@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -501,7 +502,8 @@ def test_ratio_and_time_figures_draw_a_curve_per_writer_and_cache_size_over_seve
                              "lr": 1e-3, "clip": 10.0, "test_accuracy": 0.5 + 0.05 * d + 0.01 * seed,
                              "best_eval_accuracy": 0.5, "mean_seconds_per_100": (3.0 if writer == "regular" else 2.0) + d})
     view = study.from_mapping({"id": "grid", "metric": "accuracy", "cells": cells})
-    rep = render.build_report(view, runs.Snapshot(runs.runs_text(rows)), str(tmp_path / "grid"), keep_figures=True)
+    snap = runs.Snapshot(runs.runs_text(rows))
+    rep = render.build_report(view, snap, str(tmp_path / "grid"), keep_figures=True)
 
     ax = rep.figures["accuracy_vs_ratio"].axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -517,3 +519,10 @@ def test_ratio_and_time_figures_draw_a_curve_per_writer_and_cache_size_over_seve
         assert list(ln.get_xdata()) == [1, 2, 4]
         # 100 (1 - (2 + D) / (3 + D))
         assert list(ln.get_ydata()) == pytest.approx([100 * (1 - (2 + d) / (3 + d)) for d in (1, 2, 4)])
+
+    # the learning curves (built from the same rows: one curve per cell) name L too
+    curves = [{"run_id": r["run_id"], "metric": "eval_accuracy", "step": step, "value": 0.5} for r in rows
+              for step in (1, 2)]
+    fig = figures.learning_curves(pd.DataFrame(curves), snap.runs, rep.summary)
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert len(labels) == len(set(labels)) == 12 and "DNC+CUW (L=5), D=4 (n=2)" in labels

@@ -199,7 +199,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     nrows = int(math.ceil(len(panels) / ncols))
     fig = _figure(5.2 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    mention = label_flags(summary)["mention"] & {"controller"}
+    mention = label_flags(summary)["mention"]  # the controller, cache size L, ... where they tell cells apart
     for ax, (task, T) in zip(axes, panels):
         part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if _isnum(T) else cells[cells["task"] == task]
         with_mem = _varies(part["memory_size"])
