@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -254,7 +255,7 @@ def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_
     assert "quickstart: 3/3 cells run" in printed and "report.html" in printed
     folder = out / "quickstart"
     snap = runs.Snapshot.from_dir(str(folder))
-    cells = ["dnc-cached_uniform", "dnc-regular", "dnc-uniform"]
+    cells = ["dnc-cached_uniform-D2-L2", "dnc-regular-D2", "dnc-uniform-D2"]
     assert sorted(set(snap.runs["cell"])) == cells and set(snap.runs["role"]) == {"trial", "final"}
     assert set(snap.runs["profile"]) == {"smoke"} and snap.runs["lr"].notna().all()
     finals = snap.runs[snap.runs["role"] == "final"]
@@ -482,3 +483,46 @@ def test_a_regression_trace_keeps_the_sequence_and_the_report_draws_it(tmp_path)
     again = runs.Snapshot.from_dir(rep.folder)  # the sequence survives traces.csv
     got = again.traces()["dnc-sin"]["arrays"]["series_output"]
     assert got == pytest.approx(arrays["series_output"], rel=1e-4, abs=1e-6)  # traces.csv keeps 6 decimals
+
+
+def test_ratio_and_time_figures_draw_a_curve_per_writer_and_cache_size_over_several_memory_sizes(tmp_path):
+    """The quickstart's grid: regular and uniform writing at D in {1, 2, 4}, cached uniform writing at the
+    same D with L in {2, 5}: one accuracy curve per writer (CUW: per L) over three compression ratios, and
+    one time-reduction curve per uniform / cached-uniform series over the three D."""
+    rows, cells = [], []
+    variants = [("regular", None), ("uniform", None), ("cached_uniform", 2), ("cached_uniform", 5)]
+    for writer, cache in variants:
+        for d in (1, 2, 4):
+            cell = f"dnc-{writer}-D{d}" + (f"-L{cache}" if cache else "")
+            cells.append({"id": cell})
+            for seed in (1, 2):
+                rows.append({"study": "grid", "cell": cell, "role": "final", "status": "finished", "seed": seed,
+                             "run_id": f"{cell}-{seed}", "task": "copy", "model": "dnc", "controller": "ln_lstm",
+                             "writer": writer, "seq_len": 9, "memory_size": d, "cache_size": cache,
+                             "lr": 1e-3, "clip": 10.0, "test_accuracy": 0.5 + 0.05 * d + 0.01 * seed,
+                             "best_eval_accuracy": 0.5, "mean_seconds_per_100": (3.0 if writer == "regular" else 2.0) + d})
+    view = study.from_mapping({"id": "grid", "metric": "accuracy", "cells": cells})
+    snap = runs.Snapshot(runs.runs_text(rows))
+    rep = render.build_report(view, snap, str(tmp_path / "grid"), keep_figures=True)
+
+    ax = rep.figures["accuracy_vs_ratio"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["DNC", "DNC+UW", "DNC+CUW (L=2)", "DNC+CUW (L=5)"]
+    for container in ax.containers:  # three ratios (D+1)/T per series, in order
+        x = list(container.lines[0].get_xdata())
+        assert x == pytest.approx([2 / 9, 3 / 9, 5 / 9])
+
+    ax = rep.figures["time_reduction"].axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    assert sorted(lines) == ["DNC+CUW (L=2)", "DNC+CUW (L=5)", "DNC+UW"]
+    for ln in lines.values():
+        assert list(ln.get_xdata()) == [1, 2, 4]
+        # 100 (1 - (2 + D) / (3 + D))
+        assert list(ln.get_ydata()) == pytest.approx([100 * (1 - (2 + d) / (3 + d)) for d in (1, 2, 4)])
+
+    # the learning curves (built from the same rows: one curve per cell) name L too
+    curves = [{"run_id": r["run_id"], "metric": "eval_accuracy", "step": step, "value": 0.5} for r in rows
+              for step in (1, 2)]
+    fig = figures.learning_curves(pd.DataFrame(curves), snap.runs, rep.summary)
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert len(labels) == len(set(labels)) == 12 and "DNC+CUW (L=5), D=4 (n=2)" in labels

@@ -162,7 +162,7 @@ def test_quickstart_smoke_with_two_worker_processes_then_resume(sweep_env, capsy
         assert set(mine["tags.writer"]) == {cell.config["model"]["writer"]}
         assert set(mine["tags.memory_size"]) == {"2"} and set(mine["tags.seq_len"]) == {"4"}
         assert set(mine["tags.compression_ratio"]) == {"0.75"}  # (D+1)/T = 3/4
-        assert set(mine["tags.cache_size"]) == ({"2"} if cell.id == "dnc-cached_uniform" else {"none"})
+        assert set(mine["tags.cache_size"]) == ({"2"} if cell.id == "dnc-cached_uniform-D2-L2" else {"none"})
         best = trials[trials["tags.status"] == "finished"]
         # every final run re-uses the best trial's config (ties: the earliest trial)
         top = max((row for _, row in best.iterrows()),

@@ -65,5 +65,5 @@ def test_quickstart_smoke_on_a_local_ray(sweep_env):
     env, uri = sweep_env
     sweep(env, QUICKSTART, "--backend", "ray", "--profile", "smoke", "--workers", "2", "--tracking-uri", uri)
     df = runs(uri, "quickstart")
-    check_layout(df, "quickstart", {"dnc-regular", "dnc-uniform", "dnc-cached_uniform"}, "ray")
+    check_layout(df, "quickstart", {"dnc-regular-D2", "dnc-uniform-D2", "dnc-cached_uniform-D2-L2"}, "ray")
     assert os.path.isdir(os.path.join(env["UWBENCH_RUNS_DIR"], "ray"))

@@ -79,7 +79,8 @@ def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
     """One axes per controller and task (where they vary; the ablation's panels a and c), a series per
-    model + writer with error bars (std over seeds), x = (D+1)/T; the paper's values as x."""
+    model + writer (and cache size L, hidden size, ... where they tell cells apart: ``label_flags``) with
+    error bars (std over seeds), x = (D+1)/T; the paper's values as x."""
     info = metric_info(metric)
     rows = _memory_rows(summary)
     if len(rows) == 0:
@@ -92,6 +93,7 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
     nrows = int(math.ceil(len(panels) / ncols))
     fig = _figure(6.0 * ncols, 4.2 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    mention = label_flags(summary)["mention"] - {"controller"}  # a series per writer (and cache size L where it varies)
     for ax, (ctrl, task) in zip(axes, panels):
         mask = np.ones(len(rows), dtype=bool)
         if ctrl is not None:
@@ -99,11 +101,11 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
         if task is not None:
             mask &= (rows["task"] == task).to_numpy()
         part = rows[mask]
-        keys = list(dict.fromkeys(model_label(r) for _, r in part.iterrows()))
+        keys = list(dict.fromkeys(model_label(r, mention) for _, r in part.iterrows()))
         colors = dict(zip(keys, _colors(len(keys))))
         any_paper = False
         for key in keys:
-            s = part[[model_label(r) == key for _, r in part.iterrows()]]
+            s = part[[model_label(r, mention) == key for _, r in part.iterrows()]]
             s = s.sort_values("compression_ratio", kind="stable")
             y = s["mean"].to_numpy(dtype=float)
             err = s["std"].map(lambda v: v if _isnum(v) else 0.0).to_numpy(dtype=float)
@@ -142,9 +144,10 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
     ax = fig.subplots()
     with_ctrl = _varies(red["controller"])
     with_task = _varies(red["task"].astype(str) + red["seq_len"].astype(str))
+    mention = (label_flags(summary)["mention"] - {"controller"}) | ({"controller"} if with_ctrl else set())
     keys = []
     for _, r in red.iterrows():
-        k = model_label(r, {"controller"} if with_ctrl else ()) + (
+        k = model_label(r, mention) + (
             f", {task_label(r['task'])} {run_axes.label('seq_len', int(r['seq_len']))}" if with_task else "")
         keys.append(k)
     red = red.assign(_key=keys)
@@ -196,7 +199,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     nrows = int(math.ceil(len(panels) / ncols))
     fig = _figure(5.2 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    mention = label_flags(summary)["mention"] & {"controller"}
+    mention = label_flags(summary)["mention"]  # the controller, cache size L, ... where they tell cells apart
     for ax, (task, T) in zip(axes, panels):
         part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if _isnum(T) else cells[cells["task"] == task]
         with_mem = _varies(part["memory_size"])
