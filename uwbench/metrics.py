@@ -6,12 +6,18 @@ and read back by lookup, never by splitting the string.
 The trainer logs ``eval_<measure>`` at every evaluation and ``best_eval_<measure>`` / ``test_<measure>``
 at the end; a study's objective is ``eval_<measure>`` or ``test_<measure>``, and the value of a finished
 run for it is held by ``best_eval_<measure>`` or ``test_<measure>`` (``Metric.run_metric``).
+
+A multi-objective study also trades the task's measure against a *cost* (``Cost``): what a run spends
+rather than how well it scores, always minimised. ``seconds_per_100`` (seconds per 100 updates, the
+trainer's steady-state timing, held by ``mean_seconds_per_100``) and ``compression_ratio`` ((D+1)/T of
+paper Section 2.2, derived from the run's config). Peak memory is not recorded per run, so it is no
+objective. ``objective_keys(costs=True)`` lists every key an objective list may use.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,11 @@ def get(key: str) -> Metric:
     return table[key]
 
 
-def objective_keys() -> Tuple[str, ...]:
-    """The metrics a study's objective may name (``eval_accuracy``, ``test_accuracy``, ...)."""
-    return tuple(metric(s, n).key for n in MEASURES for s in OBJECTIVE_SPLITS)
+def objective_keys(costs: bool = False) -> Tuple[str, ...]:
+    """The metrics a study's objective may name (``eval_accuracy``, ``test_accuracy``, ...); with
+    ``costs``, also the costs an objective list may trade them against (``seconds_per_100``, ...)."""
+    keys_ = tuple(metric(s, n).key for n in MEASURES for s in OBJECTIVE_SPLITS)
+    return keys_ + tuple(COSTS) if costs else keys_
 
 
 def keys(*splits: str) -> Tuple[str, ...]:
@@ -119,12 +127,82 @@ def measure(name: str) -> Measure:
     return MEASURES[name]
 
 
-def value_of(result, key: str) -> Optional[float]:
-    """The value of objective ``key`` in a finished ``RunResult`` (its best evaluation or its test value);
-    None when missing or not finite. A measure the task does not score is a ValueError."""
+def value_of(result, key: str, config: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[float]:
+    """The value of objective ``key`` in a finished ``RunResult`` (its best evaluation or its test value,
+    or a cost: ``Cost.value``; ``config`` is the run's resolved config, for derived costs); None when
+    missing or not finite. A measure the task does not score is a ValueError."""
+    if key in COSTS:
+        return COSTS[key].value(result, config)
     m = get(key)
     if m.measure.name != result.metric:
         raise ValueError(f"objective {key} does not match the task's metric {result.metric!r}; "
                          f"use {' or '.join(metric(s, result.metric).key for s in OBJECTIVE_SPLITS)}")
     value = result.best_eval if m.run_metric.split == "best_eval" else result.test
     return None if value is None or not math.isfinite(value) else float(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Costs: what a run spends (a multi-objective study's other objectives)
+# --------------------------------------------------------------------------------------------------
+
+
+def _finite_or_none(value) -> Optional[float]:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _config_ratio(result, config) -> Optional[float]:
+    from uwbench import axes
+
+    return axes.values(config).get("compression_ratio") if config else None
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A cost objective: its key in a study's objective list, the finished run's metric (MLflow and
+    runs.csv) that holds it, and how its value is read from a ``RunResult`` (and the run's config)."""
+
+    key: str
+    run_key: str  # the finished run's metric / runs.csv column
+    read: Callable[[Any, Optional[Mapping[str, Mapping[str, Any]]]], Optional[float]]
+    title: str
+    unit: str = ""
+    decimals: int = 3
+    direction: str = "minimize"  # a cost is always minimised
+
+    def value(self, result, config=None) -> Optional[float]:
+        return _finite_or_none(self.read(result, config))
+
+
+COSTS: Dict[str, Cost] = {
+    "seconds_per_100": Cost("seconds_per_100", "mean_seconds_per_100",
+                            lambda result, _config: result.seconds_per_100, "seconds per 100 updates", "s", 3),
+    "compression_ratio": Cost("compression_ratio", "compression_ratio", _config_ratio, "compression ratio (D+1)/T",
+                              "", 3),
+}
+
+
+def is_cost(key: str) -> bool:
+    return key in COSTS
+
+
+def direction_of(key: str) -> str:
+    """The direction of an objective key: a measure's (``eval_accuracy``: maximize) or a cost's (minimize)."""
+    return COSTS[key].direction if key in COSTS else get(key).direction
+
+
+def run_key_of(key: str) -> str:
+    """The finished run's metric that holds objective ``key`` (``eval_accuracy`` -> ``best_eval_accuracy``,
+    ``seconds_per_100`` -> ``mean_seconds_per_100``)."""
+    return COSTS[key].run_key if key in COSTS else get(key).run_metric.key
+
+
+def title_of(key: str) -> str:
+    """A display name for an objective key (``test accuracy``, ``seconds per 100 updates``)."""
+    if key in COSTS:
+        return COSTS[key].title
+    m = get(key)
+    return f"{m.split.replace('_', ' ')} {m.measure.title}"

@@ -7,12 +7,18 @@ parent runs) and the report all ask this module, so they name the same configura
   the point whose finished final runs have the best mean *evaluation* metric (the best evaluation of
   each run), never the test metric: a configuration is chosen on evaluation data, as the paper's
   validation-based selection; ties go to the first point in sorted order of its parameters.
-- **The runs that count**: tuned, every finished final run (the re-runs of the best trial); faithful,
-  the finished runs of the best grid point (every finished run when there is one point). Search trials
-  never count.
+- **Pareto-optimal trials** (tuned mode with an objective list: the task's measure and costs such as
+  seconds per 100 updates): the finished trials whose objective vector no other finished trial
+  dominates (at least as good in every objective, strictly better in one). Of trials with equal vectors
+  the earliest stands for them. Each Pareto-optimal trial's configuration is re-run on the final seeds.
+  Across a study's cells the report draws the same rule over the cells' final results (``pareto_points``).
+- **The runs that count**: tuned, every finished final run (the re-runs of the best trial; with several
+  objectives, of the Pareto-optimal trial best in the first objective); faithful, the finished runs of
+  the best grid point (every finished run when there is one point). Search trials never count.
 
 Works on sweep records (``uwbench.sweeps.common.Record``: ``role``, ``status``, ``value``, ``eval``,
-``test``, ``params``, ``number``) and on the report's runs frame (``runs.csv`` rows).
+``test``, ``params``, ``number``; ``values``, the objective vector, in a multi-objective study) and on
+the report's runs frame (``runs.csv`` rows).
 """
 from __future__ import annotations
 
@@ -57,6 +63,50 @@ def best_so_far(records: Iterable[Any], direction: str) -> Optional[Any]:
         return None
     sign = 1.0 if direction == "maximize" else -1.0
     return max(rows, key=lambda r: (sign * r.value, -r.number))
+
+
+# --------------------------------------------------------------------------------------------------
+# Several objectives: the Pareto rule
+# --------------------------------------------------------------------------------------------------
+
+
+def dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[str]) -> bool:
+    """Does objective vector ``a`` dominate ``b``: at least as good in every objective, better in one?"""
+    signs = [1.0 if d == "maximize" else -1.0 for d in directions]
+    if not len(a) == len(b) == len(signs):
+        raise ValueError(f"objective vectors {list(a)} and {list(b)} must each have {len(signs)} values "
+                         f"(one per direction {list(directions)})")
+    at_least = all(s * x >= s * y for s, x, y in zip(signs, a, b))
+    return at_least and any(s * x > s * y for s, x, y in zip(signs, a, b))
+
+
+def pareto_front(points: Sequence[Optional[Sequence[float]]], directions: Sequence[str]) -> List[int]:
+    """The indices of the non-dominated points, in order. A point with a missing or non-finite value
+    takes no part; of equal points only the first is kept."""
+    valid = [i for i, p in enumerate(points) if p is not None and all(_finite(v) for v in p)]
+    front: List[int] = []
+    for i in valid:
+        p = [float(v) for v in points[i]]
+        if any(dominates([float(v) for v in points[j]], p, directions) for j in valid if j != i):
+            continue
+        if any([float(v) for v in points[j]] == p for j in front):
+            continue
+        front.append(i)
+    return front
+
+
+def objective_vector(record: Any) -> Optional[Sequence[float]]:
+    """A record's objective vector: its ``values`` (several objectives), else ``(value,)``."""
+    values = getattr(record, "values", None)
+    if values is not None:
+        return values
+    return None if record.value is None else (record.value,)
+
+
+def pareto_trials(records: Iterable[Any], directions: Sequence[str]) -> List[Any]:
+    """The Pareto-optimal finished search trials (by trial number), each standing for its configuration."""
+    done = sorted((r for r in records if r.role == "trial" and r.status == "finished"), key=lambda r: r.number)
+    return [done[i] for i in pareto_front([objective_vector(r) for r in done], directions)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,10 +158,18 @@ class CellChoice:
         return [r.test for r in self.runs]
 
 
-def choose(mode: str, objective, records: Sequence[Any]) -> CellChoice:
-    """The selection rule for one cell's records (see the module docstring)."""
+def choose(mode: str, objective, records: Sequence[Any], directions: Optional[Sequence[str]] = None) -> CellChoice:
+    """The selection rule for one cell's records (see the module docstring). ``directions``: one per
+    objective of a multi-objective study (its first objective is ``objective``)."""
     obj = _objective(objective)
     finished = [r for r in records if r.role == "final" and r.status == "finished" and _finite(r.test)]
+    if mode == "tuned" and directions is not None and len(directions) > 1:
+        front = pareto_trials(records, directions)
+        best = best_trial(front, obj.direction)
+        if best is None:
+            return CellChoice(None, [], 0)
+        runs = [r for r in finished if point_key(r.params) == point_key(best.params)]
+        return CellChoice(best.params, runs, len({point_key(r.params) for r in finished}))
     if mode == "tuned":
         best = best_trial(records, obj.direction)
         return CellChoice(best.params if best else None, finished, 1 if finished else 0)
@@ -179,3 +237,24 @@ def counted_runs(runs, measure: Optional[metrics.Measure] = None):
     done = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
     parts = [choose_rows(g, m)[0] for _, g in done.groupby("cell", sort=False)]
     return pd.concat(parts) if parts else done
+
+
+def pareto_points(runs, columns: Sequence[str], directions: Sequence[str]):
+    """The report's Pareto view of a runs frame: one row per (cell, configuration) of finished final
+    runs, with ``n``, the mean (and ``<column>_std``) of each objective column and ``pareto`` (True where
+    no other row dominates it, over all cells: ``pareto_front`` on the means)."""
+    import pandas as pd
+
+    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")] if len(runs) else runs
+    rows = []
+    for (cell, point), g in (done.groupby(["cell", frame_points(done)], sort=False) if len(done) else []):
+        row = {"cell": cell, "point": point, "n": len(g)}
+        for col in columns:
+            vals = pd.to_numeric(g[col], errors="coerce").dropna()
+            row[col] = float(vals.mean()) if len(vals) else float("nan")
+            row[f"{col}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=["cell", "point", "n", *[c for col in columns for c in (col, f"{col}_std")]])
+    front = set(pareto_front([[r[c] for c in columns] for r in rows], directions))
+    frame["pareto"] = [i in front for i in range(len(rows))]
+    return frame

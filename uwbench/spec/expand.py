@@ -29,45 +29,87 @@ from uwbench.spec.schema import BASE_PROFILE, SECTIONS, ChoiceParam, Group, Prof
 Fail = Callable[[str], SpecError]
 
 
-def load_plan(path: str, profile: Optional[str] = None) -> Plan:
+def load_plan(path: str, profile: Optional[str] = None, overrides: Optional[Mapping[str, Mapping[str, Any]]] = None,
+              cells: Optional[Sequence[str]] = None) -> Plan:
     from uwbench.spec.load import load
 
-    return expand(load(path), profile, path)
+    return expand(load(path), profile, path, overrides=overrides, cells=cells)
 
 
-def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>") -> Plan:
+def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>",
+           overrides: Optional[Mapping[str, Mapping[str, Any]]] = None, cells: Optional[Sequence[str]] = None) -> Plan:
     """Resolve ``spec`` for ``profile`` (default: the study's default profile) and expand its cells.
 
     Checks every setting against the registered components: keys must exist and values must be
-    accepted by the components' config dataclasses."""
+    accepted by the components' config dataclasses. ``overrides`` (``{section: {key: value}}``, from
+    ``uwbench sweep --set``) apply to every cell like the profile's settings, after them; they are part
+    of the spec hash. ``cells`` (fnmatch patterns over cell ids, from ``--cells``) keep a subset of the
+    cells; the spec hash stays the whole study's, so a subset's runs are the study's runs
+    (``Plan.skipped_cells`` names the others)."""
     import_plugins()
     profile = profile or spec.default_profile
     prof = _profile(spec, profile, path)
+    overrides = {s: dict(v) for s, v in (overrides or {}).items() if v}
 
     def fail(msg: str) -> SpecError:
         return SpecError(f"{path}: {msg}")
 
     groups = _groups_with_profile_grid(spec, prof, f"{path}: profiles.{profile}")
+    _check_overrides(overrides, groups, {**spec.search, **prof.search}, fail)
     ctx = _Context(train_fields=_train_fields())
-    cells: List[Cell] = []
+    cells_: List[Cell] = []
     seen: Dict[str, str] = {}
     overlays = [("fixed", spec.fixed.task, spec.fixed.model, spec.fixed.train),
-                (f"profiles.{profile}", prof.task, prof.model, prof.train)]
+                (f"profiles.{profile}", prof.task, prof.model, prof.train),
+                ("--set", overrides.get("task", {}), overrides.get("model", {}), overrides.get("train", {}))]
     for gi, group in enumerate(groups):
         for cell in _group_cells(spec, group, f"cells[{gi}]", overlays, ctx, fail):
             if cell.id in seen:
                 raise fail(f"cells[{gi}]: cell id {cell.id!r} is produced twice (also by {seen[cell.id]}); give "
                            "the groups distinct `name`s")
             seen[cell.id] = f"cells[{gi}]"
-            cells.append(cell)
+            cells_.append(cell)
 
-    _check_cells(cells, fail)
-    _check_lenient(ctx, cells, fail)
-    cells = _profile_cells(prof, cells, f"{path}: profiles.{profile}")
+    _check_cells(cells_, fail)
+    _check_lenient(ctx, cells_, fail)
+    cells_ = _profile_cells(prof, cells_, f"{path}: profiles.{profile}")
     search = {**spec.search, **prof.search}
-    _check_search(search, cells, ctx.train_fields, fail)
-    cells = _with_paper_values(spec, profile, cells, set(seen), fail)
-    return _plan(spec, profile, prof, path, cells, search, ctx.waits, fail)
+    _check_search(search, cells_, ctx.train_fields, fail)
+    cells_ = _with_paper_values(spec, profile, cells_, set(seen), fail)
+    plan = _plan(spec, profile, prof, path, cells_, search, ctx.waits, fail, overrides)
+    return _subset(plan, cells) if cells else plan
+
+
+def _check_overrides(overrides, groups: Sequence[Group], search, fail: Fail) -> None:
+    """``--set`` may not name what tells cells apart (a grid axis), what the search varies, or what a
+    study fixes by name: it would be overridden, and a user's setting is never dropped silently."""
+    for section, values in overrides.items():
+        for key in values:
+            path = f"{section}.{key}"
+            if key == "name":
+                raise fail(f"--set {path}: the {section} is chosen by the study (`task.name`, the groups' `model`), "
+                           "not by --set")
+            if section == "train" and key == "seed":
+                raise fail("--set train.seed: a study's seeds are its `seeds` and `final_seeds`; use a profile")
+            if any(path in g.grid for g in groups):
+                raise fail(f"--set {path}: {path} is a grid axis of this study (cells differ by it); pick cells "
+                           "with --cells, or give a profile a `grid` with the values")
+            if path in search:
+                raise fail(f"--set {path}: {path} is searched by this study (each trial draws it); give a profile a "
+                           "`search` entry to narrow it")
+
+
+def _subset(plan: Plan, patterns: Sequence[str]) -> Plan:
+    """Keep the cells matching any of ``patterns`` (each must match one); the spec hash is unchanged."""
+    ids = [c.id for c in plan.cells]
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(cid, pattern) for cid in ids):
+            raise SpecError(f"{plan.path}: --cells {pattern!r} matches no cell of profile {plan.profile}; cells: "
+                            f"{', '.join(ids)}")
+    keep = [c for c in plan.cells if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    plan.skipped_cells = [c.id for c in plan.cells if c not in keep]
+    plan.cells = keep
+    return plan
 
 
 # --------------------------------------------------------------------------------------------------
@@ -290,8 +332,8 @@ def _check_lenient(ctx: _Context, cells: Sequence[Cell], fail: Fail) -> None:
             known = sorted({f for c in cells for f in (_fields_of(registry, getattr(c, section)) or ())})
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise fail(f"{origin}.{section}.{key}: no cell's {section} has the key {key!r}{hint}; "
-                   f"allowed: {', '.join(known)}")
+        where = f"--set {section}.{key}" if origin == "--set" else f"{origin}.{section}.{key}"
+        raise fail(f"{where}: no cell's {section} has the key {key!r}{hint}; allowed: {', '.join(known)}")
 
 
 def _profile_cells(prof: Profile, cells: List[Cell], where: str) -> List[Cell]:
@@ -315,14 +357,16 @@ def _with_paper_values(spec: StudySpec, profile: str, cells: List[Cell], all_ids
     return [Cell(**{**c.__dict__, "paper": paper_values.get(c.id)}) for c in cells]
 
 
-def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search, waits, fail: Fail) -> Plan:
+def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search, waits, fail: Fail,
+          overrides=None) -> Plan:
     seeds = list(prof.seeds if prof.seeds is not None else spec.seeds)
     final_seeds = list(prof.final_seeds if prof.final_seeds is not None else spec.final_seeds)
     if spec.mode == "tuned" and set(seeds) & set(final_seeds):
         raise fail(f"final_seeds {final_seeds} must be fresh: they overlap the search seeds {seeds}")
     plan = Plan(spec=spec, profile=profile, path=path, cells=cells, mode=spec.mode, seeds=seeds,
-                final_seeds=final_seeds, search=search, objective=spec.objective, budget=prof.budget or spec.budget,
-                pruning=prof.pruning or spec.pruning, spec_hash="", waits_for=waits)
+                final_seeds=final_seeds, search=search, objective=spec.objectives[0], budget=prof.budget or spec.budget,
+                pruning=prof.pruning or spec.pruning, spec_hash="", waits_for=waits, objectives=spec.objectives,
+                overrides=overrides or {})
     plan.spec_hash = plan_hash(plan)
     return plan
 

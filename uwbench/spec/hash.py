@@ -9,7 +9,7 @@ from uwbench.spec.plan import Plan
 
 def plan_hash(plan: Plan) -> str:
     """A stable hash of everything that decides what runs (cells and their configs, seeds, search,
-    objective, budget, pruning, mode, profile); titles, notes and paper values are left out, so fixing
+    objective(s), budget, pruning, mode, profile, ``--set`` overrides); titles, notes and paper values are left out, so fixing
     them does not start a new sweep."""
     payload = {
         "id": plan.spec.id,
@@ -19,9 +19,12 @@ def plan_hash(plan: Plan) -> str:
         "seeds": plan.seeds,
         "final_seeds": plan.final_seeds,
         "search": {k: v.model_dump() for k, v in sorted(plan.search.items())},
-        "objective": plan.objective.model_dump(),
+        "objective": ([o.model_dump() for o in plan.objectives] if plan.multi_objective
+                      else plan.objective.model_dump()),
         "budget": plan.budget.model_dump() if plan.budget else None,
         "pruning": plan.pruning.model_dump(),
     }
+    if plan.overrides:  # only when given, so the hash of a study run without --set is unchanged
+        payload["overrides"] = plan.overrides
     text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]

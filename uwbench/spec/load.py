@@ -33,6 +33,16 @@ def read_yaml(path: str) -> Any:
         return yaml.load(fh, Loader=_Loader)
 
 
+def scalar(text: str) -> Any:
+    """A ``--set`` value read as a study file reads it (``8`` an int, ``1e-4`` a float, ``true`` a bool,
+    anything else the string itself)."""
+    try:
+        value = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return text
+    return value if value is None or isinstance(value, (bool, int, float, str)) else text
+
+
 def parse(data: Any, path: str = "<study>") -> StudySpec:
     if not isinstance(data, Mapping):
         raise SpecError(f"{path}: a study file is a mapping of keys (id, title, ...), got {type(data).__name__}")

@@ -38,11 +38,26 @@ class Plan:
     seeds: List[int]
     final_seeds: List[int]
     search: Dict[str, Any]
-    objective: Objective
+    objective: Objective  # the task's measure: the only objective, or the first of a multi-objective list
     budget: Optional[Budget]
     pruning: Pruning
     spec_hash: str
     waits_for: List[str] = field(default_factory=list)
+    objectives: List[Objective] = field(default_factory=list)  # every objective, ``objective`` first
+    overrides: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # ``--set``: {section: {key: value}}
+    skipped_cells: List[str] = field(default_factory=list)  # cells of the study left out by ``--cells``
+
+    def __post_init__(self):
+        if not self.objectives:
+            self.objectives = [self.objective]
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+    @property
+    def directions(self) -> List[str]:
+        return [o.direction for o in self.objectives]
 
     @property
     def id(self) -> str:

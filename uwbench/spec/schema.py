@@ -109,12 +109,16 @@ class Sections(Strict):
 
 
 class Objective(Strict):
-    metric: Literal[metrics.objective_keys()] = "eval_accuracy"
+    """One objective: a metric and its direction. A study's ``objective`` is one of these (the task's
+    measure) or a list of them: the task's measure first, then the costs it is traded against
+    (``metrics.COSTS``: ``seconds_per_100``, ``compression_ratio``), which makes a multi-objective study."""
+
+    metric: Literal[metrics.objective_keys(costs=True)] = "eval_accuracy"
     direction: Literal["maximize", "minimize"] = "maximize"
 
     @model_validator(mode="after")
     def _check(self):
-        want = metrics.get(self.metric).direction
+        want = metrics.direction_of(self.metric)
         if self.direction != want:
             raise ValueError(f"objective {self.metric} must be paired with direction: {want}, got {self.direction}")
         return self
@@ -122,7 +126,7 @@ class Objective(Strict):
     @property
     def run_metric(self) -> str:
         """The MLflow metric of a finished run that holds the objective value."""
-        return metrics.get(self.metric).run_metric.key
+        return metrics.run_key_of(self.metric)
 
     @property
     def as_metric(self) -> metrics.Metric:
@@ -223,7 +227,7 @@ class StudySpec(Strict):
     seeds: List[int] = Field(default=[0], min_length=1)
     final_seeds: List[int] = []
     search: Dict[str, Param] = {}
-    objective: Objective = Objective()
+    objective: Union[Objective, List[Objective]] = Objective()  # a list: multi-objective (``objectives``)
     budget: Optional[Budget] = None
     pruning: Pruning = Pruning()
     profiles: Dict[str, Profile]
@@ -251,6 +255,7 @@ class StudySpec(Strict):
         if self.default_profile not in known:
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile; known: {', '.join(known)}")
         _check_seeds("seeds", self.seeds)
+        _check_objectives(self)
         if self.mode == "tuned":
             if not self.search:
                 raise ValueError("mode: tuned needs a `search` space")
@@ -277,6 +282,53 @@ class StudySpec(Strict):
             if "name" in getattr(self.fixed, section):
                 raise ValueError(f"fixed.{section}.name is not allowed (use `task.name` or the groups' `model`)")
         return self
+
+    @property
+    def objectives(self) -> List[Objective]:
+        """Every objective, the task's measure first (one entry for a single-objective study)."""
+        return list(self.objective) if isinstance(self.objective, list) else [self.objective]
+
+    @property
+    def multi_objective(self) -> bool:
+        return isinstance(self.objective, list)
+
+
+MULTI_OBJECTIVE_PRUNING = ("a multi-objective study cannot be pruned (Optuna prunes single-objective trials "
+                           "only, and Ray's schedulers need one metric): write `pruning: {type: none}`")
+
+
+def _check_objectives(spec: "StudySpec") -> None:
+    """A single objective is the task's measure; a list is that measure first, then distinct costs, in a
+    tuned study with pruning off (the study's and every profile's)."""
+    if not spec.multi_objective:
+        if metrics.is_cost(spec.objective.metric):
+            raise ValueError(f"objective {spec.objective.metric} is a cost: a single objective is the task's measure "
+                             f"({', '.join(metrics.objective_keys())}); trade a cost against it with a list, e.g. "
+                             f"`objective: [{{metric: eval_accuracy, direction: maximize}}, "
+                             f"{{metric: {spec.objective.metric}, direction: minimize}}]`")
+        return
+    objs = spec.objective
+    if len(objs) < 2:
+        raise ValueError("an objective list needs at least two entries (the task's measure, then a cost); "
+                         "a single objective is written as a mapping: `objective: {metric: ..., direction: ...}`")
+    if metrics.is_cost(objs[0].metric):
+        raise ValueError(f"objective[0] must be the task's measure ({', '.join(metrics.objective_keys())}), got the "
+                         f"cost {objs[0].metric}; list the costs after it")
+    for i, o in enumerate(objs[1:], start=1):
+        if not metrics.is_cost(o.metric):
+            raise ValueError(f"objective[{i}] {o.metric}: only the first objective is the task's measure; the others "
+                             f"are costs: {', '.join(metrics.COSTS)}")
+    keys = [o.metric for o in objs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"objective lists {keys} with a repeated metric")
+    if spec.mode != "tuned":
+        raise ValueError("a multi-objective `objective` list needs mode: tuned (the search finds the Pareto front; "
+                         "a faithful study runs its grid and is chosen on the task's measure)")
+    if spec.pruning.type != "none":
+        raise ValueError(f"pruning.type is {spec.pruning.type!r}: {MULTI_OBJECTIVE_PRUNING}")
+    for name, prof in spec.profiles.items():
+        if prof.pruning is not None and prof.pruning.type != "none":
+            raise ValueError(f"profiles.{name}.pruning.type is {prof.pruning.type!r}: {MULTI_OBJECTIVE_PRUNING}")
 
 
 def _check_seeds(where: str, seeds: List[int]) -> None:

@@ -20,7 +20,7 @@ import socket
 import statistics
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from uwbench import axes, env, metrics, selection
 from uwbench.spec import Cell, Plan
@@ -294,6 +294,7 @@ class Record:
     number: int
     error: Optional[str] = None
     eval: Optional[float] = None  # the best evaluation metric; None: ``value`` when the objective is one
+    values: Optional[Tuple[float, ...]] = None  # the objective vector of a multi-objective study (``value`` first)
 
 
 def best_record(records: Iterable[Record], direction: str) -> Optional[Record]:
