@@ -39,7 +39,23 @@ def add_arguments(p) -> None:
                    help=f"times a trial whose worker, machine or node died is retried (default {d.max_retries})")
     p.add_argument("--no-system-metrics", action="store_true",
                    help="do not sample CPU, memory and GPU use into each run (on by default)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="a setting for every cell, after the profile's, e.g. --set train.steps=200 (repeatable; part "
+                        "of the spec hash, so a sweep with other --set values is another run set; tag `overrides`)")
+    p.add_argument("--cells", action="append", metavar="PATTERN",
+                   help="run only the cells whose id matches this glob, e.g. 'dnc_uniform_*' (repeatable); the runs "
+                        "are the study's own, and its report names the cells not run yet")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
+
+
+def overrides(assignments) -> dict:
+    """``--set`` items -> ``{section: {key: value}}``: parsed as ``uwbench train --set`` parses them
+    (``uwbench.config.parse_assignments``), values read as a study file reads them."""
+    from uwbench.config import parse_assignments
+    from uwbench.spec.load import scalar
+
+    return {section: {k: scalar(v) for k, v in values.items()}
+            for section, values in parse_assignments(assignments).items()}
 
 
 def _sweep(args) -> int:
@@ -47,7 +63,10 @@ def _sweep(args) -> int:
     from uwbench.sweeps.common import SweepError
     from uwbench.sweeps.driver import Options, sweep
 
-    plan = load_plan(args.study, args.profile)
+    plan = load_plan(args.study, args.profile, overrides=overrides(args.assignments), cells=args.cells)
+    if plan.skipped_cells:
+        print(f"--cells: {len(plan.cells)} of {len(plan.cells) + len(plan.skipped_cells)} cells "
+              f"({', '.join(c.id for c in plan.cells)})")
     if plan.waits_for:
         raise SweepError(f"{args.study}: study {plan.id} waits for {', '.join(plan.waits_for)}, which is not "
                          "registered yet (see `uwbench ls`)")

@@ -11,6 +11,9 @@ fixed metadata so a rebuild gives byte-identical files.
                          the write gate, one row per writer (appendix figures on copy and max).
 - ``theory_bound``       g_lambda((D+1)/T) (appendix, proof of Theorem 3) for a few lambda, over the
                          measured accuracy of the memory models.
+- ``pareto_front``       a multi-objective study: accuracy against seconds per 100 updates (or its first
+                         cost), one point per cell and configuration, coloured by writer, sized and
+                         labelled by (D+1)/T, the Pareto-optimal ones joined by the front.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ import pandas as pd
 
 from uwbench import axes as run_axes
 from uwbench import metrics, selection
-from uwbench.report.tables import (OK, cap, _isnum, label_flags, metric_info, model_label, task_label,
-                                   time_reductions)
+from uwbench.report.tables import (OK, cap, _isnum, _writer_rank, label_flags, metric_info, model_label,
+                                   task_label, time_reductions)
 
 DPI = 100
 LAMBDAS = (0.8, 0.9, 0.95, 0.99)
@@ -426,3 +429,48 @@ def _traced_cell(r) -> str:
     if _isnum(r["memory_size"]):
         parts.append(run_axes.label("memory_size", int(r["memory_size"])))
     return ", ".join(parts) + " (one test sequence)"
+
+
+# --------------------------------------------------------------------------------------------------
+# Pareto front (multi-objective studies)
+# --------------------------------------------------------------------------------------------------
+
+
+def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str = "accuracy",
+                 x_label: str = "seconds per 100 updates"):
+    """``points``: ``tables.pareto_points`` (one row per cell and configuration, with ``pareto``). x = the
+    cost's mean, y = the measure's mean in report units; colour = writer, marker area and label = (D+1)/T;
+    filled markers and a step line for the Pareto-optimal points, hollow ones for the dominated."""
+    info = metric_info(metric)
+    rows = points[points[x_column].map(_isnum) & points[y_column].map(_isnum)]
+    if len(rows) == 0:
+        return None
+    fig = _figure(7.0, 4.8)
+    ax = fig.subplots()
+    writers = sorted(set(rows["writer"].fillna("none")), key=_writer_rank)
+    colors = dict(zip(writers, _colors(len(writers))))
+    ratios = rows["compression_ratio"].map(lambda v: float(v) if _isnum(v) else float("nan"))
+    top = float(np.nanmax(ratios.to_numpy())) if ratios.notna().any() else 1.0
+    for writer in writers:
+        part = rows[rows["writer"].fillna("none") == writer]
+        size = [30.0 + 170.0 * (float(v) / top if _isnum(v) and top > 0 else 0.5) for v in part["compression_ratio"]]
+        x = part[x_column].to_numpy(dtype=float)
+        y = part[y_column].to_numpy(dtype=float) * info["scale"]
+        on = part["pareto"].to_numpy(dtype=bool)
+        name = model_label({"model": part["model"].iloc[0], "writer": writer})
+        ax.scatter(x[on], y[on], s=np.asarray(size)[on], color=colors[writer], edgecolor="black", linewidth=0.6,
+                   label=name, zorder=3)
+        ax.scatter(x[~on], y[~on], s=np.asarray(size)[~on], facecolor="none", edgecolor=colors[writer],
+                   linewidth=1.0, zorder=2, label=None if on.any() else name)
+        for xi, yi, r in zip(x, y, part["compression_ratio"]):
+            if _isnum(r):
+                ax.annotate(f"{float(r):.2f}", (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    front = rows[rows["pareto"]].sort_values(x_column, kind="stable")
+    if len(front) > 1:
+        ax.step(front[x_column].to_numpy(dtype=float), front[y_column].to_numpy(dtype=float) * info["scale"],
+                where="post", color="grey", linewidth=1.0, linestyle="--", zorder=1, label="Pareto front")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(info["name"] + (f" ({info['unit']})" if info["unit"] else ""))
+    ax.set_title(f"{cap(info['name'])} against {x_label} (labels and sizes: (D+1)/T)")
+    ax.legend(loc="best")
+    return fig

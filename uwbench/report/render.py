@@ -93,9 +93,16 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, "time.tex"), tables.to_latex(ttable), files)
     verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
     searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
+    points = tables.pareto_points(study, runs)
+    ptable = tables.pareto_table(study, points) if points is not None else None
+    if ptable is not None:
+        _write(os.path.join(folder, "pareto.md"), tables.to_markdown(ptable), files)
+        _write(os.path.join(folder, "pareto.csv"), to_csv_text(*_csv_args(ptable)), files)
 
     # figures
     made = _figures(study, snap, runs, summary)
+    if points is not None:
+        made = {**_pareto_figure(study, points), **made}
     pngs = []
     for name, (fig, caption) in made.items():
         path = os.path.join(folder, f"{name}.png")
@@ -104,10 +111,12 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         pngs.append((name, caption))
         if keep_figures:
             report.figures[name] = fig
-    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched)
+    missing = tables.missing_cells(summary)
+    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing)
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
-           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched), files)
+           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing),
+           files)
     _remove_stale(folder, files)
     report.files = files
     return report
@@ -165,6 +174,28 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
                     name = prefix + "_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
                     made[name] = (fig, f"{title}: {caption}")
     return made
+
+
+def _pareto_figure(study: StudyView, points: pd.DataFrame) -> Dict[str, tuple]:
+    """A multi-objective study's front: the measure against seconds per 100 updates (else its first cost)."""
+    from uwbench import metrics
+
+    costs = [m for m, _ in study.objectives[1:]]
+    cost = metrics.COSTS["seconds_per_100" if "seconds_per_100" in costs else costs[0]]
+    info = tables.metric_info(study.metric)
+    fig = figures.pareto_front(points, info["column"], cost.run_key, study.metric,
+                               cost.title + (f" ({cost.unit})" if cost.unit else ""))
+    if fig is None:
+        return {}
+    return {"pareto_front": (fig, f"{tables.cap(info['name'])} against {cost.title}: one point per cell and "
+                                  "configuration (mean over the final runs), colour = writer, label and size = "
+                                  "(D+1)/T; filled and joined = Pareto-optimal, hollow = dominated.")}
+
+
+def _missing_line(study: StudyView, missing: List[str]) -> str:
+    path = display_path(study.path) or f"studies/{study.id}.yaml"
+    return (f"**Cells not run ({len(missing)}):** {', '.join(missing)}; run them with "
+            f"`uwbench sweep {path} " + " ".join(f"--cells '{c}'" for c in missing) + "`.")
 
 
 def _remove_stale(folder: str, keep: List[str]) -> None:
@@ -231,7 +262,8 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
 
 
-def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None) -> str:
+def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
+            ptable=None, missing=()) -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == tables.OK).sum())
@@ -244,6 +276,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
               f"within 2 std of ours = matches, within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off).", ""]
+    if missing:
+        lines += [_missing_line(study, missing), ""]
     lines += ["## How it was made", "", "```bash",
               f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]),
               f"uwbench report {path}",
@@ -267,6 +301,9 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [f"_{n}_" for n in ttable.notes] + [""]
     if verdict is not None:
         lines += [verdict.markdown()]
+    if ptable is not None:
+        lines += ["## Pareto front", "", tables.to_markdown(ptable).rstrip("\n"), ""]
+        lines += [f"_{n}_" for n in ptable.notes] + ["", "CSV: [`pareto.csv`](pareto.csv)", ""]
     if pngs:
         lines += ["## Figures", ""]
         for name, caption in pngs:
@@ -296,7 +333,8 @@ figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption
 p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padding:.1em .3em}"""
 
 
-def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None) -> str:
+def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None,
+          ptable=None, missing=()) -> str:
     esc = html.escape
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
@@ -308,6 +346,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
     parts.append(f'<p><span class="status">Status: {esc(status)}</span> {n_run}/{len(summary)} cells run. '
                  f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
                  f" and <code>uwbench report {esc(path)}</code>.</p>\n")
+    if missing:
+        parts.append(f"<p>{esc(_missing_line(study, missing).replace('**', '').replace('`', ''))}</p>\n")
     parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
     for t in blocks:
         parts.append(tables.to_html(t))
@@ -315,6 +355,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
         parts.append("<h2>Time</h2>\n" + tables.to_html(ttable))
     if verdict is not None:
         parts.append(verdict.html())
+    if ptable is not None:
+        parts.append("<h2>Pareto front</h2>\n" + tables.to_html(ptable))
     if pngs:
         parts.append("<h2>Figures</h2>\n")
         for name, caption in pngs:

@@ -44,6 +44,7 @@ class StudyView:
     tolerance: Optional[float] = None
     paper_ref: str = ""  # which table / figure of the paper the study reproduces
     paper_notes: str = ""
+    objectives: List[Tuple[str, str]] = field(default_factory=list)  # (metric, direction): a multi-objective study
 
     @property
     def tol(self) -> float:
@@ -138,7 +139,7 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
     paper = getattr(spec, "paper", None)
     scale = 100.0 if (paper is not None and paper.unit == "fraction" and paper.metric == "test_accuracy") else 1.0
     time_paper = paper is not None and paper.metric == "training_time_reduction"
-    measures = {metrics.get(spec.objective.metric).measure.name}
+    measures = {metrics.get(spec.objectives[0].metric).measure.name}
     if paper is not None and paper.metric in metrics.keys("test"):
         measures.add(metrics.get(paper.metric).measure.name)
     metric = "mse" if "mse" in measures else "accuracy"
@@ -162,6 +163,7 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
             f"; paper values: {paper.source}" if paper is not None and paper.source and paper.source != spec.artifact
             else ""),
         paper_notes=" ".join(paper.notes.split()) if paper is not None else "",
+        objectives=[(o.metric, o.direction) for o in spec.objectives] if spec.multi_objective else [],
     )
 
 

@@ -247,6 +247,10 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
                     "backend": backend, "git_sha": git_sha(), "artifact": plan.spec.artifact,
                     "objective": plan.objective.metric, "direction": plan.objective.direction,
                     "search_space": json.dumps(sorted(plan.search)), "axes": json.dumps(cell.axes, default=str)}
+            if plan.multi_objective:
+                tags["objectives"] = json.dumps([[o.metric, o.direction] for o in plan.objectives])
+            if plan.overrides:
+                tags["overrides"] = json.dumps(plan.overrides, sort_keys=True)
             if cell.paper is not None:
                 tags["paper_value"] = cell.paper
                 tags["paper_unit"] = plan.spec.paper.unit
