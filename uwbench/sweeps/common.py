@@ -70,6 +70,7 @@ class Job:
     extra_tags: Dict[str, Any] = field(default_factory=dict)
     device: Optional[str] = None  # overrides train.device (Ray trials given a GPU)
     run_id: Optional[str] = None  # re-open this MLflow run (a resumed job) instead of starting one
+    costs: Tuple[str, ...] = ()  # a multi-objective study's other objectives (``metrics.COSTS``), in order
 
     @property
     def key(self) -> str:
@@ -110,6 +111,7 @@ class Outcome:
     run_id: Optional[str] = None
     error: Optional[str] = None
     eval: Optional[float] = None  # the best evaluation metric (what a grid point is chosen by)
+    values: Optional[Tuple[float, ...]] = None  # multi-objective: (value, *costs), every one finite
 
 
 def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
@@ -200,7 +202,15 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     if value is None:
         return Outcome("failed", run_id=run.run_id, error=f"objective {job.objective_metric} is not finite")
     best_eval = metrics.value_of(result, metrics.get(job.objective_metric).at("eval").key)
-    return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval)
+    values = None
+    if job.costs:
+        costs = [metrics.value_of(result, key, resolved) for key in job.costs]
+        missing = [key for key, v in zip(job.costs, costs) if v is None]
+        if missing:
+            return Outcome("failed", run_id=run.run_id, test=result.test,
+                           error=f"objective {', '.join(missing)} was not measured (or is not finite) for this run")
+        values = (value, *costs)
+    return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval, values=values)
 
 
 def worker_setup() -> None:
@@ -310,7 +320,7 @@ def cell_result(plan: Plan, rows: List[Record]):
     """(chosen params, test values of the runs that count) of one cell: ``uwbench.selection.choose``
     (tuned: the best trial's params and its re-runs; faithful: the grid point with the best mean
     evaluation metric and its seeds)."""
-    choice = selection.choose(plan.mode, plan.objective, rows)
+    choice = selection.choose(plan.mode, plan.objective, rows, plan.directions)
     return choice.params, choice.tests
 
 
@@ -337,10 +347,12 @@ def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str]
         if best is not None:
             tags["best_trial"] = best.number
             metrics_[f"best_{objective.key}"] = best.value
-        choice = selection.choose(plan.mode, objective, rows)
+        choice = selection.choose(plan.mode, objective, rows, plan.directions)
         if choice.params is not None:
             tags["best_params"] = json.dumps(choice.params, sort_keys=True, default=str)
             tags["grid_points"] = choice.n_points
+        if plan.multi_objective:  # the Pareto-optimal trials (their numbers), each re-run on the final seeds
+            tags["pareto_trials"] = json.dumps([r.number for r in selection.pareto_trials(rows, plan.directions)])
         finals = choice.tests
         if finals:
             metrics_[f"{final}_mean"] = statistics.fmean(finals)

@@ -1,0 +1,86 @@
+"""`uwbench sweep --set` and `--cells` on the quickstart smoke profile, into a real MLflow store: the
+overrides reach every run, change the spec hash and are tagged on the cell runs; a subset of cells runs
+only those cells, under the study's own spec hash, and the report names the cells not run; bad keys get
+the same kind of error as `uwbench train --set`."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICKSTART = os.path.join(ROOT, "studies", "quickstart.yaml")
+
+
+def _sweep(*args) -> int:
+    from uwbench.cli import main
+
+    saved = dict(os.environ)
+    try:
+        return main(["sweep", QUICKSTART, "--profile", "smoke", "--workers", "0", "--no-progress", *args])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _runs(uri: str):
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(experiment_names=["quickstart"])
+
+
+def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, capsys):
+    from uwbench.spec import load_plan
+
+    assert _sweep("--set", "model.hidden_size=6", "--set", "train.clip_mode=global", "--cells", "dnc-uniform",
+                  "--tracking-uri", tracking_uri) == 0
+    df = _runs(tracking_uri)
+    plain = load_plan(QUICKSTART, "smoke").spec_hash
+    overridden = load_plan(QUICKSTART, "smoke", overrides={"model": {"hidden_size": 6},
+                                                           "train": {"clip_mode": "global"}}).spec_hash
+    assert overridden != plain
+    assert set(df["tags.spec_hash"]) == {overridden}
+    parents = df[df["tags.role"] == "cell"]
+    assert list(parents["tags.cell"]) == ["dnc-uniform"]
+    assert json.loads(parents["tags.overrides"].iloc[0]) == {"model": {"hidden_size": 6},
+                                                             "train": {"clip_mode": "global"}}
+    children = df[df["tags.role"].isin(["trial", "final"])]
+    assert len(children) == 2 + 2  # smoke: 2 trials and 2 final seeds of the one cell
+    assert set(children["params.model.hidden_size"]) == {"6"}
+    assert set(children["params.train.clip_mode"]) == {"global"}
+    assert "--cells: 1 of 3 cells (dnc-uniform)" in capsys.readouterr().out
+
+
+def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri, tmp_path):
+    from uwbench.report import report_study
+    from uwbench.spec import load_plan
+
+    assert _sweep("--cells", "dnc-*uniform", "--tracking-uri", tracking_uri) == 0
+    df = _runs(tracking_uri)
+    assert set(df["tags.cell"]) == {"dnc-uniform", "dnc-cached_uniform"}
+    assert set(df["tags.spec_hash"]) == {load_plan(QUICKSTART, "smoke").spec_hash}  # the study's own runs
+    assert "tags.overrides" not in df.columns or df["tags.overrides"].isna().all()
+    report = report_study(QUICKSTART, tracking_uri=tracking_uri, out=str(tmp_path / "reports"), traces=False,
+                          index=False, profile="smoke", log=lambda _: None)
+    readme = open(os.path.join(report.folder, "README.md"), encoding="utf-8").read()
+    assert "**Cells not run (1):** dnc-regular; run them with `uwbench sweep" in readme
+    assert "--cells 'dnc-regular'" in readme
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "model.hiden_size=6"], r"--set model.hiden_size: no cell's model has the key 'hiden_size' "
+                                      r"\(did you mean 'hidden_size'\?\)"),
+    (["--set", "trainsteps=6"], r"--set key must be section.key"),
+    (["--set", "train.steps=many"], r"train.steps must be an integer, got 'many'"),
+    (["--set", "model.writer=uniform"], r"--set model.writer: model.writer is a grid axis"),
+    (["--set", "train.lr=0.1"], r"--set train.lr: train.lr is searched by this study"),
+    (["--cells", "lstm-*"], r"--cells 'lstm-\*' matches no cell of profile smoke; cells: dnc-regular"),
+])
+def test_bad_set_and_cells_are_clear_errors(args, message, tracking_uri, capsys):
+    import re
+
+    assert _sweep(*args, "--tracking-uri", tracking_uri) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
