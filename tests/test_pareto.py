@@ -4,6 +4,7 @@ measure), the Pareto rule of ``uwbench.selection`` on a fixture whose front is k
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 from types import SimpleNamespace
 
@@ -191,3 +192,70 @@ def test_pareto_points_over_the_cells_of_a_runs_frame():
     # means: a (0.85, 10), b (0.70, 5), c (0.60, 6) dominated by b, d (0.95, 20): the NaN is left out
     assert got == {"a": True, "b": True, "c": False, "d": True}
     assert math.isclose(frame.set_index("cell").loc["d", "test_accuracy"], 0.95)
+
+
+# --------------------------------------------------------------------------------------------------
+# The report of a multi-objective study, from a snapshot whose front is known
+# --------------------------------------------------------------------------------------------------
+
+# cell -> (test accuracy, seconds per 100) of its two final seeds, lr: the configuration
+REPORT_RUNS = {
+    "dnc-regular-D1": (0.1e-2, [(0.60, 3.0), (0.62, 3.2)]),  # dominated by dnc-uniform-D1
+    "dnc-uniform-D1": (0.2e-2, [(0.70, 2.0), (0.72, 2.2)]),  # front: fastest
+    "dnc-regular-D2": (0.3e-2, [(0.90, 5.0), (0.92, 5.0)]),  # front: most accurate
+    "dnc-uniform-D2": (0.4e-2, [(0.80, 3.0), (0.82, 3.0)]),  # front: between
+}
+
+
+def _report_rows():
+    from uwbench.spec import load_plan
+
+    plan = load_plan(PARETO_STUDY, "smoke")
+    rows = []
+    for cell in plan.cells:
+        lr, finals = REPORT_RUNS[cell.id]
+        writer, d = cell.config["model"]["writer"], cell.config["model"]["memory_size"]
+        for seed, (acc, sec) in enumerate(finals, start=1):
+            rows.append({"study": "pareto_copy", "cell": cell.id, "role": "final", "status": "finished", "seed": seed,
+                         "trial_number": seed, "run_id": f"{cell.id}-{seed}", "task": "copy", "model": "dnc",
+                         "writer": writer, "seq_len": 4, "memory_size": d, "compression_ratio": (d + 1) / 4,
+                         "lr": lr, "clip": 5.0, "search_params": f'{{"train.clip": 5, "train.lr": {lr}}}',
+                         "spec_hash": plan.spec_hash, "profile": "smoke", "backend": "optuna",
+                         "test_accuracy": acc, "best_eval_accuracy": acc, "mean_seconds_per_100": sec})
+    return rows
+
+
+def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tmp_path):
+    from uwbench.report import render, runs as runs_mod, study as study_mod
+
+    snap = runs_mod.Snapshot(runs_mod.runs_text(_report_rows()))
+    view = study_mod.load(PARETO_STUDY, snap.runs)
+    assert view.objectives == [("eval_accuracy", "maximize"), ("seconds_per_100", "minimize")]
+    report = render.build_report(view, snap, str(tmp_path / "pareto_copy"), keep_figures=True)
+    fig = report.figures["pareto_front"]
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "seconds per 100 updates (s)"
+    assert "(D+1)/T" in ax.get_title()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["DNC", "DNC+UW", "Pareto front"]  # one colour per writer, then the front
+    front = [line for line in ax.get_lines() if line.get_label() == "Pareto front"][0]
+    assert list(front.get_xdata()) == [2.1, 3.0, 5.0]  # the three Pareto-optimal means, by time
+    assert sorted(t.get_text() for t in ax.texts) == ["0.50", "0.50", "0.75", "0.75"]  # (D+1)/T labels
+    assert os.path.exists(tmp_path / "pareto_copy" / "pareto_front.png")
+    table = open(tmp_path / "pareto_copy" / "pareto.md", encoding="utf-8").read()
+    listed = [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")]
+    assert listed == ["dnc-regular-D2", "dnc-uniform-D2", "dnc-uniform-D1"]  # best accuracy first
+    readme = open(tmp_path / "pareto_copy" / "README.md", encoding="utf-8").read()
+    assert "## Pareto front" in readme and "3 of 4 configurations" in readme
+    assert "pareto_front.png" in readme
+
+
+def test_a_single_objective_report_has_no_pareto_section(tmp_path):
+    from uwbench.report import render, runs as runs_mod, study as study_mod
+
+    snap = runs_mod.Snapshot.from_dir("reports/quickstart")
+    view = study_mod.load("studies/quickstart.yaml", snap.runs)
+    assert view.objectives == []
+    report = render.build_report(view, snap, str(tmp_path / "quickstart"))
+    assert not os.path.exists(tmp_path / "quickstart" / "pareto.md")
+    assert "pareto_front" not in report.figures
