@@ -53,5 +53,8 @@ def check(path: str) -> Check:
     if waits:
         return Check(path, "waits", f"{spec.id}: waits for {', '.join(waits)} (not registered yet); "
                                     f"structure valid ({sizes})", plan)
-    return Check(path, "ok", f"{spec.id}: {spec.mode}, {sizes}; spec hash {plan.spec_hash}", plan)
+    mode = spec.mode if not spec.multi_objective else (
+        f"{spec.mode}, Pareto over {' / '.join(o.metric for o in spec.objectives)} (pruning off; every "
+        "Pareto-optimal trial is re-run, so the run counts are minimums)")
+    return Check(path, "ok", f"{spec.id}: {mode}, {sizes}; spec hash {plan.spec_hash}", plan)
 

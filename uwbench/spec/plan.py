@@ -70,6 +70,8 @@ class Plan:
         return [dict(zip(keys, combo)) for combo in combos]
 
     def runs_per_cell(self) -> int:
+        """Planned runs of a cell; a multi-objective study re-runs every Pareto-optimal trial, so this is its
+        least (one Pareto-optimal trial)."""
         if self.mode == "faithful":
             return len(self.grid_points()) * len(self.seeds)
         return self.budget.n_trials + len(self.final_seeds)
