@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import math
 import socket
 import statistics
 import sys
@@ -309,6 +310,25 @@ class Record:
     error: Optional[str] = None
     eval: Optional[float] = None  # the best evaluation metric; None: ``value`` when the objective is one
     values: Optional[Tuple[float, ...]] = None  # the objective vector of a multi-objective study (``value`` first)
+
+
+def recorded_values(plan: Plan, run_metrics: Mapping[str, Any], tags: Mapping[str, Any]) -> Optional[Tuple[float, ...]]:
+    """A finished run's objective vector as MLflow holds it, for a multi-objective study (None otherwise, or
+    when a value is missing): each objective's run metric (``metrics.run_key_of``), else the run's tag of
+    that name (the compression ratio is an axis tag)."""
+    if not plan.multi_objective:
+        return None
+    out = []
+    for o in plan.objectives:
+        key = metrics.run_key_of(o.metric)
+        try:
+            value = float(run_metrics.get(key, tags.get(key)))
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(value):
+            return None
+        out.append(value)
+    return tuple(out)
 
 
 def best_record(records: Iterable[Record], direction: str) -> Optional[Record]:
