@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import math
+import os
 import socket
 import statistics
 import sys
