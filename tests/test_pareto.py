@@ -14,7 +14,8 @@ from uwbench import metrics, selection
 from uwbench.spec import SpecError, expand, load_plan, parse
 from uwbench.sweeps.common import Record
 
-PARETO_STUDY = "studies/pareto_copy.yaml"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARETO_STUDY = os.path.join(ROOT, "studies", "pareto_copy.yaml")
 
 BASE = """
 id: mo
@@ -253,9 +254,66 @@ def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tm
 def test_a_single_objective_report_has_no_pareto_section(tmp_path):
     from uwbench.report import render, runs as runs_mod, study as study_mod
 
-    snap = runs_mod.Snapshot.from_dir("reports/quickstart")
-    view = study_mod.load("studies/quickstart.yaml", snap.runs)
+    snap = runs_mod.Snapshot.from_dir(os.path.join(ROOT, "reports", "quickstart"))
+    view = study_mod.load(os.path.join(ROOT, "studies", "quickstart.yaml"), snap.runs)
     assert view.objectives == []
     report = render.build_report(view, snap, str(tmp_path / "quickstart"))
     assert not os.path.exists(tmp_path / "quickstart" / "pareto.md")
     assert "pareto_front" not in report.figures
+
+
+# --------------------------------------------------------------------------------------------------
+# Multi-objective smoke sweeps on both backends, into a real MLflow store, then the report
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_pareto_sweep(uri: str, backend: str, out_dir: str):
+    import json as json_
+
+    from test_sweeps import check_layout, runs
+
+    from uwbench.report import report_study
+
+    plan = load_plan(PARETO_STUDY, "smoke")
+    df = runs(uri, "pareto_copy")
+    parents, children = check_layout(df, "pareto_copy", {c.id for c in plan.cells}, backend)
+    assert set(parents["tags.objectives"]) == {'[["eval_accuracy", "maximize"], ["seconds_per_100", "minimize"]]'}
+    for cell in plan.cells:
+        mine = children[children["tags.cell"] == cell.id]
+        trials = mine[(mine["tags.role"] == "trial") & (mine["tags.status"] == "finished")].sort_values(
+            "tags.trial_number", key=lambda s: s.astype(int))
+        finals = mine[mine["tags.role"] == "final"]
+        assert len(trials) == plan.budget.n_trials  # no pruning: every trial runs to the end
+        # the Pareto rule on what MLflow recorded for the trials names the trials the sweep re-ran
+        vectors = list(zip(trials["metrics.best_eval_accuracy"], trials["metrics.mean_seconds_per_100"]))
+        front = [int(trials["tags.trial_number"].iloc[i]) for i in selection.pareto_front(vectors, DIRECTIONS)]
+        parent = parents[parents["tags.cell"] == cell.id].iloc[0]
+        assert json_.loads(parent["tags.pareto_trials"]) == front and front
+        assert len(finals) == len(front) * len(plan.final_seeds)
+        by_number = dict(zip(trials["tags.trial_number"].astype(int), trials["tags.search_params"]))
+        assert sorted(finals["tags.search_params"]) == sorted(by_number[n] for n in front for _ in plan.final_seeds)
+        assert set(finals["tags.status"]) == {"finished"}
+    report = report_study(PARETO_STUDY, tracking_uri=uri, out=out_dir, traces=False, index=False, profile="smoke",
+                          log=lambda _: None)
+    assert os.path.exists(os.path.join(report.folder, "pareto_front.png"))
+    table = open(os.path.join(report.folder, "pareto.md"), encoding="utf-8").read()
+    assert any(f"| {c.id} " in table for c in plan.cells)
+    return df
+
+
+def test_multi_objective_smoke_sweep_optuna(sweep_env, tmp_path):
+    from test_sweeps import sweep
+
+    env, uri = sweep_env
+    sweep(env, PARETO_STUDY, "--profile", "smoke", "--workers", "1", "--tracking-uri", uri)
+    _check_pareto_sweep(uri, "optuna", str(tmp_path / "reports"))
+
+
+def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
+    from test_sweeps import sweep
+
+    address, head_env = ray_head
+    env, uri = sweep_env
+    sweep(dict(env, **head_env), PARETO_STUDY, "--backend", "ray", "--profile", "smoke", "--ray-address", address,
+          "--workers", "2", "--tracking-uri", uri)
+    _check_pareto_sweep(uri, "ray", str(tmp_path / "reports"))

@@ -104,9 +104,12 @@ def objective_vector(record: Any) -> Optional[Sequence[float]]:
 
 
 def pareto_trials(records: Iterable[Any], directions: Sequence[str]) -> List[Any]:
-    """The Pareto-optimal finished search trials (by trial number), each standing for its configuration."""
+    """The Pareto-optimal finished search trials (by trial number), each standing for its configuration;
+    a trial without a full objective vector (one value per direction) takes no part."""
     done = sorted((r for r in records if r.role == "trial" and r.status == "finished"), key=lambda r: r.number)
-    return [done[i] for i in pareto_front([objective_vector(r) for r in done], directions)]
+    vectors = [objective_vector(r) for r in done]
+    vectors = [v if v is not None and len(v) == len(directions) else None for v in vectors]
+    return [done[i] for i in pareto_front(vectors, directions)]
 
 
 # --------------------------------------------------------------------------------------------------
