@@ -267,8 +267,8 @@ def trials_from_storage(storage, name: str, run_ids: Sequence[str]) -> Optional[
     wanted = set(run_ids)
     out = []
     for t in stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.user_attrs.get("mlflow_run_id") in wanted and t.value is not None:
-            out.append(SearchTrial(number=t.number, params=dict(t.params), value=canonical_value(t.value)))
+        if t.user_attrs.get("mlflow_run_id") in wanted and t.values:  # several objectives: the first
+            out.append(SearchTrial(number=t.number, params=dict(t.params), value=canonical_value(t.values[0])))
     if len(out) != len(wanted):
         return None
     return sorted(out, key=lambda t: t.number)

@@ -37,7 +37,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from uwbench import env
+from uwbench import env, selection
 from uwbench.spec import Plan
 from uwbench.sweeps import common, space
 
@@ -78,6 +78,7 @@ class Context:
         return common.Job(study=plan.id, profile=plan.profile, mode=plan.mode, spec_hash=plan.spec_hash,
                           backend=self.backend, cell=plan.cell(cell_id), role=role, params=dict(params), seed=int(seed),
                           trial_number=int(number), objective_metric=plan.objective.metric,
+                          costs=tuple(o.metric for o in plan.objectives[1:]),
                           experiment_id=self.experiment_id, parent_run_id=self.cell_runs[cell_id], uri=self.uri,
                           extra_tags=dict(extra or {}), **kw)
 
@@ -126,7 +127,13 @@ class FinalJob:
 
 
 def final_jobs(plan: Plan, cell_id: str, rows: List[common.Record]) -> List[FinalJob]:
-    """Every final run a cell needs given its records (tuned: none until a search trial finished)."""
+    """Every final run a cell needs given its records (tuned: none until a search trial finished; with
+    several objectives, every Pareto-optimal trial's params on every final seed: ``selection.pareto_trials``)."""
+    if plan.mode == "tuned" and plan.multi_objective:
+        front = selection.pareto_trials([r for r in rows if r.cell == cell_id], plan.directions)
+        n = len(plan.final_seeds)
+        return [FinalJob(dict(t.params), int(seed), p * n + i, {"best_trial": t.number})
+                for p, t in enumerate(front) for i, seed in enumerate(plan.final_seeds)]
     if plan.mode == "tuned":
         best = common.best_record([r for r in rows if r.cell == cell_id], plan.objective.direction)
         if best is None:
@@ -142,7 +149,10 @@ def search_done(plan: Plan, rows: List[common.Record]) -> bool:
 
 
 def cell_planned(plan: Plan, rows: List[common.Record]) -> int:
-    """Runs a cell counts: its plan, less the final runs of a search in which no trial finished."""
+    """Runs a cell counts: its plan, less the final runs of a search in which no trial finished; with
+    several objectives, once the search is done, its trials and the final runs of each Pareto-optimal one."""
+    if plan.mode == "tuned" and plan.multi_objective and search_done(plan, rows):
+        return plan.budget.n_trials + len(selection.pareto_trials(rows, plan.directions)) * len(plan.final_seeds)
     if plan.mode == "tuned" and search_done(plan, rows) and common.best_record(rows, plan.objective.direction) is None:
         return plan.budget.n_trials
     return plan.runs_per_cell()

@@ -173,6 +173,13 @@ class Heartbeat:
         self._thread.join(timeout=self.interval + 5)
 
 
+def directions(plan: Plan) -> Dict[str, Any]:
+    """``create_study`` arguments: one direction, or one per objective of a multi-objective study."""
+    if plan.multi_objective:
+        return {"directions": list(plan.directions)}
+    return {"direction": plan.objective.direction}
+
+
 # ---------------------------------------------------------------------------------------------
 # The studies of one sweep, as any process sees them
 # ---------------------------------------------------------------------------------------------
@@ -188,8 +195,8 @@ class Studies:
             for phase in phases(self.plan):
                 name = study_name(self.plan, cell.id, phase)
                 if create:
-                    study = optuna.create_study(study_name=name, storage=storage,
-                                                direction=self.plan.objective.direction, load_if_exists=True)
+                    study = optuna.create_study(study_name=name, storage=storage, load_if_exists=True,
+                                                **directions(self.plan))
                 else:
                     study = optuna.load_study(study_name=name, storage=storage)
                 self.studies[(cell.id, phase)] = study
@@ -309,11 +316,13 @@ class Studies:
                 seed = params.pop(space.SEED_PARAM, None)
                 if phase == "search":
                     seed = t.user_attrs.get("seed")
+                values = tuple(t.values) if status == "finished" and t.values is not None else None
                 records.append(common.Record(
                     cell=cell_id, role="trial" if phase == "search" else "final", status=status,
-                    value=t.value if status == "finished" else None, test=t.user_attrs.get("test"), params=params,
+                    value=values[0] if values else None, test=t.user_attrs.get("test"), params=params,
                     eval=t.user_attrs.get("eval"),
-                    seed=seed, number=int(t.user_attrs.get("index", legacy_index(t))), error=error))
+                    seed=seed, number=int(t.user_attrs.get("index", legacy_index(t))), error=error,
+                    values=values if self.plan.multi_objective else None))
         return records, running
 
     # -- planning --
@@ -445,6 +454,8 @@ class TrialRunner:
         plan = self.plan
         if run["status"] == "FINISHED" and tag == "finished":
             value = run["metrics"].get(plan.objective.run_metric)
+            if plan.multi_objective:
+                value = common.recorded_values(plan, run["metrics"], run["tags"])
             if value is None:
                 return False
             objective = plan.objective.as_metric
@@ -506,7 +517,7 @@ class TrialRunner:
             if beat.lost.is_set() or self.storage.get_trial(trial_id).state.is_finished():
                 beat.lost.set()  # the run now belongs to the retry: write nothing more to it
                 raise TrialLost(f"trial {frozen.number} was taken over (its heartbeat was judged stale)")
-            if value == value:  # skip NaN
+            if value == value and not plan.multi_objective:  # skip NaN; Optuna prunes single objectives only
                 trial.report(value, step)
                 if phase == "search" and trial.should_prune():
                     raise Pruned()
@@ -528,7 +539,7 @@ class TrialRunner:
             if outcome.error:
                 self.storage.set_trial_user_attr(trial_id, "error", outcome.error[:2000])
             if outcome.status == "finished":
-                study.tell(trial, outcome.value)
+                study.tell(trial, outcome.values if plan.multi_objective else outcome.value)
             elif outcome.status == "pruned":
                 study.tell(trial, state=TrialState.PRUNED)
             else:

@@ -85,6 +85,8 @@ def _run_in_trial(job: common.Job, plan: Plan) -> None:
     else:  # a failed run is the worst possible result for the searcher and the scheduler
         final = -math.inf if plan.objective.direction == "maximize" else math.inf
     result = {"objective": final, "status": outcome.status, "finished": float(outcome.status == "finished")}
+    for i, key in enumerate(job.costs, start=1):  # a multi-objective study: each cost (minimised; failed: +inf)
+        result[key] = outcome.values[i] if outcome.status == "finished" else math.inf
     for name in ("test", "eval"):
         if getattr(outcome, name) is not None:
             result[name] = getattr(outcome, name)
@@ -128,6 +130,15 @@ def _numbered_optuna_search(**kwargs):
     return NumberedOptunaSearch(**kwargs)
 
 
+def _objectives(plan: Plan) -> Dict[str, Any]:
+    """``OptunaSearch``'s metric and mode: ``objective``, or with several objectives one name per objective
+    (``objective`` then each cost's key, as the trial reports them) and one mode each."""
+    mode = "max" if plan.objective.direction == "maximize" else "min"
+    if not plan.multi_objective:
+        return {"metric": "objective", "mode": mode}
+    return {"metric": ["objective", *(o.metric for o in plan.objectives[1:])],
+            "mode": [mode, *("max" if o.direction == "maximize" else "min" for o in plan.objectives[1:])]}
+
 def _final_configs(plan: Plan, records: List[common.Record], cell_id: str) -> List[Dict[str, Any]]:
     """The final jobs of one cell still to do, as Tune configs (plain values; the trainable rebuilds the job)."""
     done = {common.job_key(cell_id, "final", r.params, r.seed, 0) for r in records
@@ -161,7 +172,7 @@ def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
                 self.remaining[cell.id] = max(0, plan.budget.n_trials - len(done)) if plan.mode == "tuned" else 0
                 if self.remaining[cell.id] > 0:
                     self.searchers[cell.id] = _numbered_optuna_search(
-                        space=space.distributions(plan.search), metric="objective", mode=mode,
+                        space=space.distributions(plan.search), **_objectives(plan),
                         sampler=driver.tpe_sampler(plan, cell.id),
                         study_name=study_name(plan, cell.id, "search") + ".ray", storage=opt_storage)
                 else:
@@ -196,9 +207,12 @@ def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
             result = result or {}
             status = "failed" if error else result.get("status", "pruned")
             value = result.get("objective") if status == "finished" else None
+            costs = [o.metric for o in plan.objectives[1:]]
+            values = (value, *(result.get(k) for k in costs)) if costs and value is not None else None
             self.records.append(common.Record(
                 cell=cell_id, role="trial", status=status, value=value, test=result.get("test"),
-                eval=result.get("eval"), params={k: config[k] for k in plan.search}, seed=None, number=int(config["_trial_number"])))
+                eval=result.get("eval"), params={k: config[k] for k in plan.search}, seed=None,
+                number=int(config["_trial_number"]), values=values))
             if self.remaining[cell_id] == 0 and not any(c["_cell"] == cell_id and c["_kind"] == "search"
                                                         for c in self.live.values()):
                 self.finals += _final_configs(plan, self.records, cell_id)
@@ -354,13 +368,14 @@ def _records(plan: Plan, experiment_id: str, uri: str) -> List[common.Record]:
             continue  # an interrupted run that a retry will re-open
         params = json.loads(tags.get("search_params") or "{}")
         finished = status == "finished"
+        values = common.recorded_values(plan, r["metrics"], tags) if finished else None
         out.append(common.Record(
             cell=tags.get("cell"), role=tags["role"], status=status,
             value=r["metrics"].get(plan.objective.run_metric) if finished else None,
             test=r["metrics"].get(test_key) if finished else None,
             eval=r["metrics"].get(eval_key) if finished else None,
             params=params, seed=int(tags["seed"]) if tags.get("seed", "").lstrip("-").isdigit() else None,
-            number=int(tags.get("trial_number", -1)), error=tags.get("error")))
+            number=int(tags.get("trial_number", -1)), error=tags.get("error"), values=values))
     return out
 
 
