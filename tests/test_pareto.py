@@ -317,3 +317,20 @@ def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
     sweep(dict(env, **head_env), PARETO_STUDY, "--backend", "ray", "--profile", "smoke", "--ray-address", address,
           "--workers", "2", "--tracking-uri", uri)
     _check_pareto_sweep(uri, "ray", str(tmp_path / "reports"))
+
+
+def test_a_resumed_sweep_reads_the_objective_vector_back_from_mlflow_and_summarises_the_front():
+    from uwbench.sweeps import common
+
+    plan = load_plan(PARETO_STUDY, "smoke")
+    got = common.recorded_values(plan, {"best_eval_accuracy": 0.75, "mean_seconds_per_100": 2.5}, {})
+    assert got == (0.75, 2.5)
+    assert common.recorded_values(plan, {"best_eval_accuracy": 0.75}, {}) is None  # a cost missing: no vector
+    assert common.recorded_values(load_plan(os.path.join(ROOT, "studies", "quickstart.yaml"), "smoke"),
+                                  {"best_eval_accuracy": 0.75}, {}) is None  # one objective: no vector
+    cell = plan.cells[0].id
+    records = [Record(cell=cell, role=r.role, status=r.status, value=r.value, test=r.test, params=r.params,
+                      seed=r.seed, number=r.number, values=r.values) for r in _trial_records()]
+    text = common.summary(plan, records)
+    assert f"{cell}: Pareto-optimal trials #0 (0.9, 10), #1 (0.8, 5), #4 (0.5, 2)" in text
+    assert "eval_accuracy (maximize), seconds_per_100 (minimize)" in text

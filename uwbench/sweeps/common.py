@@ -530,6 +530,15 @@ def summary(plan: Plan, records: List[Record]) -> str:
         lines.append(f"{cell.id:<36} {counts:>18}  {shown:<30} {result:>26}  {paper}")
     if measure.unit == "%":
         lines.append(f"({test} in percent, as the paper reports it)")
+    if plan.multi_objective:
+        lines.append(f"(several objectives: {', '.join(f'{o.metric} ({o.direction})' for o in plan.objectives)}; "
+                     "best params = the Pareto-optimal trial best in the first; the Pareto front over the cells is "
+                     "in `uwbench report`)")
+        for cell in plan.cells:
+            front = selection.pareto_trials([r for r in records if r.cell == cell.id], plan.directions)
+            if front:
+                lines.append(f"  {cell.id}: Pareto-optimal trials " + ", ".join(
+                    f"#{r.number} ({', '.join(_fmt(v) for v in r.values)})" for r in front))
     return "\n".join(lines)
 
 
