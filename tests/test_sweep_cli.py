@@ -34,7 +34,7 @@ def _runs(uri: str):
 def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, capsys):
     from uwbench.spec import load_plan
 
-    assert _sweep("--set", "model.hidden_size=6", "--set", "train.clip_mode=global", "--cells", "dnc-uniform",
+    assert _sweep("--set", "model.hidden_size=6", "--set", "train.clip_mode=global", "--cells", "dnc-uniform-*",
                   "--tracking-uri", tracking_uri) == 0
     df = _runs(tracking_uri)
     plain = load_plan(QUICKSTART, "smoke").spec_hash
@@ -43,30 +43,30 @@ def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, caps
     assert overridden != plain
     assert set(df["tags.spec_hash"]) == {overridden}
     parents = df[df["tags.role"] == "cell"]
-    assert list(parents["tags.cell"]) == ["dnc-uniform"]
+    assert list(parents["tags.cell"]) == ["dnc-uniform-D2"]
     assert json.loads(parents["tags.overrides"].iloc[0]) == {"model": {"hidden_size": 6},
                                                              "train": {"clip_mode": "global"}}
     children = df[df["tags.role"].isin(["trial", "final"])]
     assert len(children) == 2 + 2  # smoke: 2 trials and 2 final seeds of the one cell
     assert set(children["params.model.hidden_size"]) == {"6"}
     assert set(children["params.train.clip_mode"]) == {"global"}
-    assert "--cells: 1 of 3 cells (dnc-uniform)" in capsys.readouterr().out
+    assert "--cells: 1 of 3 cells (dnc-uniform-D2)" in capsys.readouterr().out
 
 
 def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri, tmp_path):
     from uwbench.report import report_study
     from uwbench.spec import load_plan
 
-    assert _sweep("--cells", "dnc-*uniform", "--tracking-uri", tracking_uri) == 0
+    assert _sweep("--cells", "dnc-uniform-*", "--cells", "dnc-cached_uniform-*", "--tracking-uri", tracking_uri) == 0
     df = _runs(tracking_uri)
-    assert set(df["tags.cell"]) == {"dnc-uniform", "dnc-cached_uniform"}
+    assert set(df["tags.cell"]) == {"dnc-uniform-D2", "dnc-cached_uniform-D2-L2"}
     assert set(df["tags.spec_hash"]) == {load_plan(QUICKSTART, "smoke").spec_hash}  # the study's own runs
     assert "tags.overrides" not in df.columns or df["tags.overrides"].isna().all()
     report = report_study(QUICKSTART, tracking_uri=tracking_uri, out=str(tmp_path / "reports"), traces=False,
                           index=False, profile="smoke", log=lambda _: None)
     readme = open(os.path.join(report.folder, "README.md"), encoding="utf-8").read()
-    assert "**Cells not run (1):** dnc-regular; run them with `uwbench sweep" in readme
-    assert "--cells 'dnc-regular'" in readme
+    assert "**Cells not run (1):** dnc-regular-D2; run them with `uwbench sweep" in readme
+    assert "--cells 'dnc-regular-D2'" in readme
 
 
 @pytest.mark.parametrize("args, message", [
@@ -76,7 +76,7 @@ def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri
     (["--set", "train.steps=many"], r"train.steps must be an integer, got 'many'"),
     (["--set", "model.writer=uniform"], r"--set model.writer: model.writer is a grid axis"),
     (["--set", "train.lr=0.1"], r"--set train.lr: train.lr is searched by this study"),
-    (["--cells", "lstm-*"], r"--cells 'lstm-\*' matches no cell of profile smoke; cells: dnc-regular"),
+    (["--cells", "lstm-*"], r"--cells 'lstm-\*' matches no cell of profile smoke; cells: dnc-regular-D2"),
 ])
 def test_bad_set_and_cells_are_clear_errors(args, message, tracking_uri, capsys):
     import re
