@@ -131,18 +131,22 @@ def test_train_flag_cache_size_still_works_for_cached_uniform(tracking_uri, caps
 
 
 def test_shared_writer_settings_apply_where_the_writer_has_them_and_hashes_stay():
-    """quickstart.yaml gives cache_size to every DNC cell (fixed and profile): only the CUW cell takes it,
-    and the plan's hash still counts it everywhere, so the committed report's runs stay current."""
+    """pareto_copy.yaml gives cache_size to every DNC cell (fixed and profile): only the CUW cells take it,
+    and the plan's hash still counts it everywhere; the committed quickstart report's runs stay current."""
     import csv
     import os
 
     from uwbench import spec
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shared = spec.load_plan(os.path.join(root, "studies", "pareto_copy.yaml"), "cpu")
+    models = {c.id: c.config["model"] for c in shared.cells}
+    assert models["dnc-cached_uniform-D2"]["cache_size"] == 2
+    assert "cache_size" not in models["dnc-regular-D2"] and "cache_size" not in models["dnc-uniform-D2"]
+    assert shared.cell("dnc-regular-D2").inert == {"model": {"cache_size": 2}}
+    changed = spec.load(os.path.join(root, "studies", "pareto_copy.yaml"))
+    changed.profiles["cpu"].model["cache_size"] = 3  # a shared setting no regular cell takes still counts
+    assert spec.expand(changed, "cpu").spec_hash != shared.spec_hash
     plan = spec.load_plan(os.path.join(root, "studies", "quickstart.yaml"), "cpu")
-    models = {c.id: c.config["model"] for c in plan.cells}
-    assert models["dnc-cached_uniform"]["cache_size"] == 2
-    assert "cache_size" not in models["dnc-regular"] and "cache_size" not in models["dnc-uniform"]
-    assert plan.cell("dnc-regular").inert == {"model": {"cache_size": 2}}
     with open(os.path.join(root, "reports", "quickstart", "runs.csv"), newline="") as f:
         assert {row["spec_hash"] for row in csv.DictReader(f)} == {plan.spec_hash}

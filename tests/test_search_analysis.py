@@ -14,7 +14,7 @@ from uwbench.report import render, runs, search, study, tables
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICKSTART = os.path.join(os.path.dirname(HERE), "studies", "quickstart.yaml")
 PROFILE = "smoke"
-CELL = "dnc-regular"
+CELL = "dnc-regular-D2"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(QUICKSTART), reason="studies/quickstart.yaml is not there")
 
@@ -102,10 +102,10 @@ def test_storage_and_csv_give_the_same_importance_and_figures(journal, tmp_path)
     assert a.importance == pytest.approx(b.importance)
     assert sum(a.importance.values()) == pytest.approx(1.0)
     names = sorted(os.path.basename(f) for f in files_a if f.endswith(".png"))
-    assert names == [f"search_{CELL}_{k}.png" for k in ("contour", "parallel", "slice")]
+    assert names == [f"search_{CELL.lower()}_{k}.png" for k in ("contour", "parallel", "slice")]
     assert _bytes(files_a) == _bytes(files_b)  # PNGs and importance.{md,csv}: the same bytes either way
     # the other cells have no trials in this snapshot, and say so
-    assert _cell(from_csv, "dnc-uniform").notes == ["no search trials recorded"]
+    assert _cell(from_csv, "dnc-uniform-D2").notes == ["no search trials recorded"]
 
 
 def test_rebuild_gives_identical_png_bytes(journal, tmp_path):
@@ -123,7 +123,7 @@ def test_importance_table_and_csv(journal, tmp_path):
     assert lines[0] == "cell,model,finished_trials,param,importance,rank"
     assert lines[1].startswith(f"{CELL},DNC,8,train.lr,") and lines[1].endswith(",1")
     section = analysis.markdown()
-    assert section.startswith("## Search analysis") and f"search_{CELL}_contour.png" in section
+    assert section.startswith("## Search analysis") and f"search_{CELL.lower()}_contour.png" in section
     assert "fANOVA, seed 0" in section
 
 
@@ -161,7 +161,7 @@ def test_a_single_searched_parameter(tmp_path):
     rows = [dict(_row(plan, "dnc-regular", i, {"train.lr": lr}, "finished", v, f"r{i}"), study="one_param")
             for i, (lr, v) in enumerate([(0.001, 0.5), (0.003, 0.7), (0.009, 0.6)])]
     analysis, files = _analyse(rows, tmp_path, view=view)
-    cell = _cell(analysis)
+    cell = _cell(analysis, "dnc-regular")
     assert cell.importance == {"train.lr": 1.0} and "one searched parameter" in cell.notes[0]
     assert [n for n, _ in cell.figures] == ["search_dnc-regular_parallel", "search_dnc-regular_slice"]
 
@@ -186,7 +186,7 @@ def test_tuned_report_has_the_search_section(journal, tmp_path):
     folder = tmp_path / "quickstart"
     rep = render.build_report(view, snap, str(folder), search_storage=journal["url"])
     readme = (folder / "README.md").read_text()
-    assert "## Search analysis" in readme and f"search_{CELL}_parallel.png" in readme
+    assert "## Search analysis" in readme and f"search_{CELL.lower()}_parallel.png" in readme
     assert readme.index("## Verdicts") < readme.index("## Search analysis") < readme.index("## Deviations")
     page = (folder / "report.html").read_text()
     assert "<h2>Search analysis</h2>" in page and page.count("data:image/png;base64") >= 3

@@ -356,7 +356,7 @@ def test_job_keys_tags_and_objective(tracking_uri):
     from uwbench.training.loop import RunResult
 
     plan = load_plan(QUICKSTART, "smoke")
-    cell = plan.cell("dnc-cached_uniform")
+    cell = plan.cell("dnc-cached_uniform-D2-L2")
     job = common.Job(study="quickstart", profile="smoke", mode="tuned", spec_hash=plan.spec_hash, backend="optuna",
                      cell=cell, role="final", params={"train.lr": 0.002, "train.clip": 5, "seed": 9}, seed=9,
                      trial_number=1, objective_metric="eval_accuracy", experiment_id="1", parent_run_id="p",
