@@ -7,8 +7,9 @@ MLFLOW_PORT ?= 5000
 STUDY ?= quickstart
 STORAGE ?= runs/optuna/$(STUDY).journal
 DASHBOARD_PORT ?= 8080
+PAPER_STUDIES ?= table1_memorization table2_reasoning table3_pixel_mnist ablation_figure sinusoid_figure
 
-.PHONY: install demo test test-slow lint bench mlflow-ui dashboard clean
+.PHONY: install demo test test-slow lint bench paper-cpu mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -29,6 +30,9 @@ lint: install
 
 bench: install
 	$(PY) -m pip install -q -e ".[bench]" && $(PY) -m uwbench bench
+
+paper-cpu: install
+	for s in $(PAPER_STUDIES); do $(PY) -m uwbench sweep studies/$$s.yaml --profile cpu --workers 2 && $(PY) -m uwbench report studies/$$s.yaml --profile cpu || exit $$?; done
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db

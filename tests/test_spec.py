@@ -111,6 +111,21 @@ def test_profiles_overlay_select_and_keep_grid_values(tmp_path):
     assert not any("regular" in c.id for c in smoke.cells)
 
 
+def test_a_profile_names_the_paper_cells_its_renamed_cells_stand_for(tmp_path):
+    paper = "paper: {source: T, metric: test_accuracy, unit: percent, values: {lstm-T6: 40.0, lstm-T8: 30.0}}\n"
+    text = edit(BASE + paper, "  cpu: {train: {steps: 8}}",
+                "  cpu: {train: {steps: 8}, grid: {task.seq_len: [4, 5]}, paper_cells: {lstm-T4: lstm-T6}}")
+    cpu = expand(load(write(tmp_path, text)), "cpu")
+    assert cpu.cell("lstm-T4").paper == 40.0  # stands beside the paper's T6 value
+    assert cpu.cell("lstm-T5").paper is None  # no mapping: no paper value, never a guess
+    assert cpu.spec_hash == expand(load(write(tmp_path, edit(text, "paper_cells: {lstm-T4: lstm-T6}",
+                                                            "paper_cells: {}"))), "cpu").spec_hash
+    msg = error_of(tmp_path, edit(text, "{lstm-T4: lstm-T6}", "{lstm-T7: lstm-T6}"))
+    assert "profiles.cpu.paper_cells.lstm-T7: no such cell in this profile" in msg
+    msg = error_of(tmp_path, edit(text, "{lstm-T4: lstm-T6}", "{lstm-T4: lstm-T9}"))
+    assert "profiles.cpu.paper_cells.lstm-T4: 'lstm-T9' has no value in paper.values" in msg
+
+
 def test_spec_hash_is_stable_and_ignores_descriptions(tmp_path):
     a = expand(load(write(tmp_path, BASE)), "paper").spec_hash
     assert a == expand(load(write(tmp_path, BASE)), "paper").spec_hash

@@ -354,7 +354,23 @@ def _with_paper_values(spec: StudySpec, profile: str, cells: List[Cell], all_ids
             close = difflib.get_close_matches(cid, sorted(all_ids), n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise fail(f"paper.values.{cid}: no such cell{hint}; cells: {', '.join(sorted(all_ids))}")
-    return [Cell(**{**c.__dict__, "paper": paper_values.get(c.id)}) for c in cells]
+    stands_for = _paper_cells(spec, profile, cells, all_ids, fail)
+    return [Cell(**{**c.__dict__, "paper": paper_values.get(stands_for.get(c.id, c.id))}) for c in cells]
+
+
+def _paper_cells(spec: StudySpec, profile: str, cells: List[Cell], all_ids: set, fail: Fail) -> Dict[str, str]:
+    """The profile's ``paper_cells``, checked: every key a cell id of the profile's grid (before its
+    ``cells`` filter), every value a cell with a paper value."""
+    mapping = spec.profiles[profile].paper_cells if profile in spec.profiles else {}
+    paper_values = spec.paper.values if spec.paper else {}
+    where = f"profiles.{profile}.paper_cells"
+    for ours, theirs in mapping.items():
+        if ours not in all_ids:
+            raise fail(f"{where}.{ours}: no such cell in this profile; cells: {', '.join(sorted(all_ids))}")
+        if theirs not in paper_values:
+            known = ", ".join(sorted(paper_values)) or "none"
+            raise fail(f"{where}.{ours}: {theirs!r} has no value in paper.values; known: {known}")
+    return dict(mapping)
 
 
 def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search, waits, fail: Fail,

@@ -213,6 +213,9 @@ class Profile(Strict):
     budget: Optional[Budget] = None
     pruning: Optional[Pruning] = None
     search: Dict[str, Param] = {}  # replace these entries of the search space
+    # this profile's cell id -> the paper cell (a key of ``paper.values``) it stands in for, when the
+    # profile renames cells (e.g. T=30 standing for the paper's T=50); the report puts that value beside it
+    paper_cells: Dict[str, str] = {}
 
 
 class StudySpec(Strict):
