@@ -171,6 +171,26 @@ def test_mse_claims_prefer_lower_values():
     assert verdicts.evaluate(claim, s, "accuracy").verdict == NO
 
 
+def test_the_figure_and_table_3_claims_apply_to_their_own_tasks():
+    # sinusoid: an MSE, lower wins; UW and CUW each against regular writing and against the LSTM
+    s = frame(cell("lstm", model="lstm", task="sinusoid", mean=1.05, std=0.05),
+              cell("reg", task="sinusoid", mean=1.00, std=0.05),
+              cell("uw", task="sinusoid", writer="uniform", mean=0.44, std=0.05),
+              cell("cuw", task="sinusoid", writer="cached_uniform", mean=1.30, std=0.05))
+    r = result("uw-cuw-beat-regular-sinusoid", s, "mse")
+    assert [c.verdict for c in r.comparisons] == [YES, NO] and r.verdict == NO  # CUW is worse: the claim fails
+    assert result("uw-cuw-beat-lstm-sinusoid", s, "mse").verdict == NO
+    assert result("cuw-beats-uw-noisy", s, "mse") is None  # no noisy cells: not checked
+    assert result("uw-beats-regular-ablation", s, "mse") is None  # not the ablation's task
+    # Table 3: UW and CUW with 4 slots against the regular DNC at each of its memory sizes
+    px = frame(cell("reg4", task="digits", memory_size=4, mean=80, std=1),
+               cell("reg8", task="digits", memory_size=8, mean=90, std=1),
+               cell("uw4", task="digits", writer="uniform", memory_size=4, mean=85, std=1))
+    r = result("uw-cuw-beat-dnc-pixels", px)
+    assert sorted(c.loser.mean for c in r.comparisons) == [80, 90] and r.verdict == NO  # loses to 8 slots
+    assert result("uw-beats-regular", px) is None
+
+
 def ablation(gains, stds=(1.0, 1.0), memory=(2, 4, 9, 24), seq_len=50, n=3):
     """Regular at 50 %, UW at 50 % + gain, per D (ratios 6, 10, 20, 50 % at T=50)."""
     rows = []

@@ -39,6 +39,8 @@ YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
 MIN_SEEDS = 2
 TWIN_AXES = ("model", "controller", "task", "seq_len", "memory_size")  # what a writer comparison holds fixed
 SERIES_AXES = ("model", "controller", "task", "seq_len")  # a series over D (the ablation's curves)
+SINUSOID_TASKS = ("sinusoid", "sinusoid_noisy")
+PIXEL_TASKS = ("pixel_mnist", "pixel_mnist_permuted", "digits", "digits_permuted")  # Table 3 and its stand-in
 
 
 # --------------------------------------------------------------------------------------------------
@@ -152,6 +154,20 @@ CLAIMS = (
     Claim("uw-gain-peaks", "In the ablation, UW helps most at compression ratios of about 10-40%",
           "Section 4.1, Fig. 1 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
           tasks=("double",), window=(0.10, 0.40)),
+    Claim("uw-beats-regular-ablation", "In the ablation, UW beats regular writing in every configuration",
+          "Section 4.1, Fig. 1 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
+          tasks=("double",)),
+    Claim("uw-cuw-beat-regular-sinusoid", "On sinusoid regression UW and CUW beat regular writing",
+          "Section 4.2, Fig. 3", winner=Side(None, ("uniform", "cached_uniform")), loser=Side(None, ("regular",)),
+          tasks=SINUSOID_TASKS),
+    Claim("uw-cuw-beat-lstm-sinusoid", "On sinusoid regression UW and CUW beat the LSTM", "Section 4.2, Fig. 3",
+          winner=Side(None, ("uniform", "cached_uniform")), loser=Side("lstm"), same=("task", "seq_len"),
+          tasks=SINUSOID_TASKS),
+    Claim("cuw-beats-uw-noisy", "On noisy sinusoids CUW beats UW", "Section 4.2, Fig. 3 (b)",
+          winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("sinusoid_noisy",)),
+    Claim("uw-cuw-beat-dnc-pixels", "On pixel sequences UW and CUW beat the regular DNC at every memory size it has",
+          "Table 3", winner=Side("dnc", ("uniform", "cached_uniform")), loser=Side("dnc", ("regular",)),
+          same=("model", "controller", "task", "seq_len"), tasks=PIXEL_TASKS),
 )
 
 
