@@ -349,6 +349,30 @@ def test_a_second_sweep_of_the_same_study_is_refused(tracking_uri):
         pass
 
 
+def test_two_machines_creating_the_cell_runs_at_once_keep_one_parent_per_cell(tracking_uri, monkeypatch):
+    from uwbench.spec import load_plan
+    from uwbench.sweeps import common
+    from uwbench.tracking import mlflow as tracking
+
+    plan = load_plan(QUICKSTART, "smoke")
+    experiment_id = tracking.ensure_experiment(plan.id, tracking_uri)
+    theirs = common.ensure_cell_runs(plan, experiment_id, tracking_uri, "optuna")  # the other machine, first
+    real_find = tracking.find_runs
+    calls = []
+
+    def racing_find(*args, **kwargs):  # our first look comes before the other machine's runs are visible
+        calls.append(1)
+        return [] if len(calls) == 1 else real_find(*args, **kwargs)
+
+    monkeypatch.setattr(tracking, "find_runs", racing_find)
+    ours = common.ensure_cell_runs(plan, experiment_id, tracking_uri, "optuna")
+    assert ours == theirs  # both machines settle on the earliest parent of each cell
+    left = real_find(experiment_id, common.cell_filter(plan, "optuna"), tracking_uri)
+    assert sorted(r["run_id"] for r in left) == sorted(theirs.values())  # our duplicates were deleted
+    monkeypatch.setattr(tracking, "find_runs", real_find)
+    assert common.ensure_cell_runs(plan, experiment_id, tracking_uri, "optuna") == theirs  # a resume re-uses them
+
+
 def test_job_keys_tags_and_objective(tracking_uri):
     from uwbench.spec import load_plan
     from uwbench.sweeps import common

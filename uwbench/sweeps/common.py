@@ -246,8 +246,8 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
     from uwbench.config import flatten
     from uwbench.tracking.mlflow import Run, find_runs, git_sha
 
-    existing = {r["tags"].get("cell"): r for r in find_runs(experiment_id, cell_filter(plan, backend), uri)}
-    out = {}
+    existing = _first_per_cell(find_runs(experiment_id, cell_filter(plan, backend), uri))
+    out, created = {}, []
     for cell in plan.cells:
         if cell.id in existing:
             out[cell.id] = existing[cell.id]["run_id"]  # re-opened (RUNNING) by mark_running when work starts
@@ -267,7 +267,34 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
                 tags["paper_unit"] = plan.spec.paper.unit
             run = Run(plan.id, run_name=cell.id, tags=tags, uri=uri, experiment_id=experiment_id)
             run.log_params(flatten(cell.config))
+            created.append(run.run_id)
         out[cell.id] = run.run_id
+    if created:  # another machine may have created the same cell runs at the same moment: one survives
+        out = _settle_cell_runs(plan, experiment_id, uri, backend, out, created)
+    return out
+
+
+def _first_per_cell(records) -> Dict[str, Dict[str, Any]]:
+    """One parent run per cell: the earliest created (then the smallest run id), the same on every machine."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: (r.get("start_time") or 0, r["run_id"])):
+        out.setdefault(r["tags"].get("cell"), r)
+    return out
+
+
+def _settle_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str, mine: Dict[str, str],
+                      created: List[str]) -> Dict[str, str]:
+    """After creating cell runs, read them back: where two machines created a cell's parent run at once,
+    both keep the earliest (``_first_per_cell``) and each deletes its own other one, so a study never has
+    two parents for a cell."""
+    from uwbench.tracking.mlflow import client, find_runs
+
+    first = _first_per_cell(find_runs(experiment_id, cell_filter(plan, backend), uri))
+    out = {cid: first[cid]["run_id"] if cid in first else rid for cid, rid in mine.items()}
+    c = client(uri)
+    for run_id in created:
+        if run_id not in out.values():
+            c.delete_run(run_id)
     return out
 
 
