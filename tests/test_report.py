@@ -326,6 +326,18 @@ def test_report_all_uses_committed_snapshots_and_lists_unrun_studies(tmp_path, c
     assert {n: (folder / n).read_bytes() for n in _files(str(folder))} == first
 
 
+def test_the_index_lists_each_reports_claims_with_their_verdicts(tmp_path):
+    from uwbench.report import render
+
+    (tmp_path / "verdicts.csv").write_text(
+        "claim,where,verdict,claim_verdict\n"
+        "uw-beats-regular,Copy T=30 D=2,yes,no\nuw-beats-regular,Reverse T=30 D=2,no,no\n"
+        "dnc-beats-lstm,Copy T=30,yes,yes\n")
+    assert render.claim_summary(str(tmp_path)) == ("UW beats regular writing on copy and reverse: **no**; "
+                                                   "Regular DNC beats the LSTM: **yes**")
+    assert render.claim_summary(str(tmp_path / "absent")) == ""
+
+
 def test_cli_errors_are_clear(tmp_path, capsys):
     from uwbench.cli import main
 
