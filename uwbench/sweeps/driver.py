@@ -30,6 +30,8 @@ machine's sweep ends) only when the last planned run anywhere has ended.
 """
 from __future__ import annotations
 
+import json
+
 import math
 import os
 import socket
@@ -75,6 +77,8 @@ class Context:
     def job(self, cell_id: str, role: str, params: Mapping[str, Any], seed: int, number: int,
             extra: Optional[Mapping[str, Any]] = None, **kw) -> common.Job:
         plan = self.plan
+        if plan.overrides:  # a --set sweep: its child runs say so too, like their cell's parent run
+            extra = {"overrides": json.dumps(plan.overrides, sort_keys=True), **(extra or {})}
         return common.Job(study=plan.id, profile=plan.profile, mode=plan.mode, spec_hash=plan.spec_hash,
                           backend=self.backend, cell=plan.cell(cell_id), role=role, params=dict(params), seed=int(seed),
                           trial_number=int(number), objective_metric=plan.objective.metric,
