@@ -31,7 +31,6 @@ machine's sweep ends) only when the last planned run anywhere has ended.
 from __future__ import annotations
 
 import json
-
 import math
 import os
 import socket
