@@ -1,6 +1,11 @@
 """Estimated CPU-core hours of each study's ``paper`` profile, eager and with train.compile=auto.
 
-    PYTHONPATH=. python benchmarks/paper_hours.py [--json PATH]
+    PYTHONPATH=. python benchmarks/paper_hours.py [--json PATH] [--measured reports/*/runs.csv]
+
+With ``--measured``, the default-path cost of a step is taken from the given report snapshots instead:
+per model and writer, the median of ``mean_seconds_per_100 / (100 x steps per sequence)`` over their
+finished runs on the synthetic tasks (whose steps per sequence follow from T alone), at the lengths those
+runs had (compiled where ``auto`` compiled them); the eager column keeps the constants below.
 
 A rough model from the per-step costs measured on the 2-core CPU machine (benchmarks/README.md), at
 one thread per run (one core each): one update costs ``steps per sequence x per-step cost`` (forward +
@@ -39,7 +44,30 @@ def seq_steps(task_name: str, task_cfg) -> int | None:
         return FIXED_STEPS.get(task_name)
 
 
-def estimate(path: str):
+SYNTHETIC = ("copy", "reverse", "double", "add", "max")
+
+
+def measured_step_costs(paths) -> dict:
+    """{(model, writer): seconds per sequence step} from report snapshots (see the module doc)."""
+    import statistics
+
+    import pandas as pd
+
+    from uwbench.registry import TASKS
+
+    samples: dict = {}
+    for path in paths:
+        runs = pd.read_csv(path)
+        runs = runs[(runs["status"] == "finished") & runs["mean_seconds_per_100"].notna() & runs["task"].isin(SYNTHETIC)]
+        for _, r in runs.iterrows():
+            cfg = TASKS.build_config(r["task"], {"seq_len": int(r["seq_len"])})
+            steps = seq_steps(r["task"], cfg)
+            writer = r["writer"] if isinstance(r["writer"], str) else "none"
+            samples.setdefault((r["model"], writer), []).append(float(r["mean_seconds_per_100"]) / 100 / steps)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def estimate(path: str, measured: dict | None = None):
     from uwbench.models.mann import MANN
     from uwbench.spec import load_plan
     from uwbench.training.compile_policy import should_compile
@@ -61,7 +89,11 @@ def estimate(path: str):
         evals = (tc.steps // tc.eval_every) * tc.eval_batches * steps * EAGER_STEP_S[model] * EVAL_FRACTION
         e = tc.steps * steps * EAGER_STEP_S[model] + evals
         saving = MANN.compiled_step_saving if model in COMPILED_STEP_S else 0.0
-        if should_compile(tc.compile, saving, tc.steps, steps):
+        compiled = should_compile(tc.compile, saving, tc.steps, steps)
+        step_s = (measured or {}).get((run.model_name, getattr(run.model_cfg, "writer", "none")))
+        if step_s is not None:
+            a = tc.steps * steps * step_s + evals + (COMPILE_SECONDS if compiled else 0.0)
+        elif compiled:
             a = tc.steps * steps * COMPILED_STEP_S[model] + evals + COMPILE_SECONDS
         else:
             a = e
@@ -75,8 +107,13 @@ def estimate(path: str):
 def main(argv) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--measured", nargs="+", metavar="RUNS_CSV", help="report snapshots to take the step costs from")
     args = p.parse_args(argv)
-    rows = [estimate(path) for path in sorted(glob.glob("studies/*.yaml"))]
+    measured = measured_step_costs(args.measured) if args.measured else None
+    if measured:
+        print("measured seconds per sequence step (default path): " + ", ".join(
+            f"{m}/{w} {v * 1e3:.2f} ms" for (m, w), v in sorted(measured.items())))
+    rows = [estimate(path, measured) for path in sorted(glob.glob("studies/*.yaml"))]
     print("| study | cells | runs | eager core-hours | default (auto) core-hours |")
     print("|---|---:|---:|---:|---:|")
     for r in rows:
