@@ -118,6 +118,13 @@ def test_a_profile_names_the_paper_cells_its_renamed_cells_stand_for(tmp_path):
     cpu = expand(load(write(tmp_path, text)), "cpu")
     assert cpu.cell("lstm-T4").paper == 40.0  # stands beside the paper's T6 value
     assert cpu.cell("lstm-T5").paper is None  # no mapping: no paper value, never a guess
+    assert (cpu.cell("lstm-T4").paper_cell, cpu.cell("lstm-T5").paper_cell) == ("lstm-T6", None)
+    import pandas as pd
+
+    from uwbench.report import study as report_study
+
+    view = report_study.from_spec(load(write(tmp_path, text)), "mini.yaml", pd.DataFrame({"spec_hash": [cpu.spec_hash]}))
+    assert view.profiles == ["cpu"] and view.stand_ins().endswith("stands for: lstm-T4 → lstm-T6")  # the report says so
     assert cpu.spec_hash == expand(load(write(tmp_path, edit(text, "paper_cells: {lstm-T4: lstm-T6}",
                                                             "paper_cells: {}"))), "cpu").spec_hash
     msg = error_of(tmp_path, edit(text, "{lstm-T4: lstm-T6}", "{lstm-T7: lstm-T6}"))

@@ -294,6 +294,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [f"_{n}_" for n in t.notes] + [""]
     if study.paper_notes:
         lines += [f"_Paper values: {study.paper_notes}_", ""]
+    if study.stand_ins():
+        lines += [f"_Renamed cells: {study.stand_ins()}._", ""]
     lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
               "LaTeX: [`accuracy.tex`](accuracy.tex))", "", tables.to_markdown(cells).rstrip("\n"), ""]
     if ttable is not None:
@@ -351,6 +353,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
     parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
     for t in blocks:
         parts.append(tables.to_html(t))
+    if study.stand_ins():
+        parts.append(f"<p><i>Renamed cells: {esc(study.stand_ins())}.</i></p>\n")
     if ttable is not None:
         parts.append("<h2>Time</h2>\n" + tables.to_html(ttable))
     if verdict is not None:

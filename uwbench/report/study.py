@@ -26,6 +26,7 @@ class CellView:
     paper: Optional[float] = None  # the paper's reported value, in report units (accuracy in %)
     label: str = ""  # the spec's display name
     paper_time_reduction: Optional[float] = None  # the paper's training-time reduction (%), if reported
+    stands_for: Optional[str] = None  # the paper cell whose value ``paper`` is, when not this one
 
 
 @dataclass
@@ -45,6 +46,12 @@ class StudyView:
     paper_ref: str = ""  # which table / figure of the paper the study reproduces
     paper_notes: str = ""
     objectives: List[Tuple[str, str]] = field(default_factory=list)  # (metric, direction): a multi-objective study
+
+    def stand_ins(self) -> str:
+        """'ours stands for theirs' of every cell whose paper value is another (renamed) cell's, or ''."""
+        pairs = [f"{c.id} → {c.stands_for}" for c in self.cells if c.stands_for and c.stands_for != c.id]
+        return ("the paper's value beside each of these cells is that of the paper's cell it stands for: "
+                + ", ".join(pairs)) if pairs else ""
 
     @property
     def tol(self) -> float:
@@ -152,7 +159,8 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
             value = _num(c.paper)
             cells.append(CellView(id=c.id, axes=_cell_axes(c), label=c.label,
                                   paper=None if (value is None or time_paper) else value * scale,
-                                  paper_time_reduction=value if time_paper else None))
+                                  paper_time_reduction=value if time_paper else None,
+                                  stands_for=c.paper_cell if value is not None else None))
     return StudyView(
         id=spec.id, title=spec.title.strip(), question=" ".join(spec.question.split()),
         task=str(spec.task.get("name", "")),

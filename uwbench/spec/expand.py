@@ -355,7 +355,8 @@ def _with_paper_values(spec: StudySpec, profile: str, cells: List[Cell], all_ids
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise fail(f"paper.values.{cid}: no such cell{hint}; cells: {', '.join(sorted(all_ids))}")
     stands_for = _paper_cells(spec, profile, cells, all_ids, fail)
-    return [Cell(**{**c.__dict__, "paper": paper_values.get(stands_for.get(c.id, c.id))}) for c in cells]
+    return [Cell(**{**c.__dict__, "paper": paper_values.get(stands_for.get(c.id, c.id)),
+                    "paper_cell": stands_for.get(c.id)}) for c in cells]
 
 
 def _paper_cells(spec: StudySpec, profile: str, cells: List[Cell], all_ids: set, fail: Fail) -> Dict[str, str]:

@@ -21,6 +21,7 @@ class Cell:
     axes: Dict[str, Any]  # this cell's grid values, by axis
     config: Dict[str, Dict[str, Any]]  # the run config before search params and seed
     paper: Optional[float] = None
+    paper_cell: Optional[str] = None  # the paper cell whose value ``paper`` is, when not this one (``paper_cells``)
     # shared settings (fixed, profile) that do not apply to this cell's parts, e.g. a cache size given to
     # every cell of a model whose writer here has none: left out of ``config``, kept in the plan's hash
     inert: Dict[str, Dict[str, Any]] = field(default_factory=dict)
