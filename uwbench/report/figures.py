@@ -106,22 +106,30 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
         part = rows[mask]
         keys = list(dict.fromkeys(model_label(r, mention) for _, r in part.iterrows()))
         colors = dict(zip(keys, _colors(len(keys))))
+        ratios = part["compression_ratio"].dropna().unique()
+        single = len(ratios) == 1  # one ratio (Table 1's 10%): one column per series instead of a curve
         any_paper = False
-        for key in keys:
+        for i, key in enumerate(keys):
             s = part[[model_label(r, mention) == key for _, r in part.iterrows()]]
             s = s.sort_values("compression_ratio", kind="stable")
+            x = np.full(len(s), float(i)) if single else s["compression_ratio"].to_numpy(dtype=float)
             y = s["mean"].to_numpy(dtype=float)
             err = s["std"].map(lambda v: v if _isnum(v) else 0.0).to_numpy(dtype=float)
-            ax.errorbar(s["compression_ratio"].to_numpy(dtype=float), y, yerr=err, label=key, marker="o",
-                        capsize=3, color=colors[key], linewidth=1.5, markersize=5)
-            p = s[s["paper"].map(_isnum)]
-            if len(p):  # the paper's values in the series' colour
+            ax.errorbar(x, y, yerr=err, label=key, marker="o", capsize=3, color=colors[key], linewidth=1.5,
+                        markersize=5)
+            paper = s["paper"].map(_isnum).to_numpy()
+            if paper.any():  # the paper's values in the series' colour
                 any_paper = True
-                ax.scatter(p["compression_ratio"].to_numpy(dtype=float), p["paper"].to_numpy(dtype=float),
-                           marker="x", color=colors[key], s=50, zorder=3)
+                ax.scatter(x[paper], s["paper"].to_numpy(dtype=float)[paper], marker="x", color=colors[key], s=50,
+                           zorder=3)
         if any_paper:  # one legend entry for all the paper markers
             ax.scatter([], [], marker="x", color="black", s=50, label="paper (same colour)")
-        ax.set_xlabel("compression ratio (D+1)/T")
+        if single:
+            ax.set_xticks(range(len(keys)), keys, rotation=30, ha="right")
+            ax.set_xlim(-0.6, len(keys) - 0.4)
+            ax.set_xlabel(f"all at compression ratio (D+1)/T = {ratios[0]:.0%}")
+        else:
+            ax.set_xlabel("compression ratio (D+1)/T")
         ax.set_ylabel(info["name"] + (f" ({info['unit']})" if info["unit"] else ""))
         parts = ([task_label(task)] if task is not None else []) + (
             [f"{run_axes.display('controller', ctrl)} controller"] if ctrl is not None else [])
