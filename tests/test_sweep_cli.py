@@ -68,7 +68,7 @@ def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri
                           index=False, profile="smoke", log=lambda _: None)
     readme = open(os.path.join(report.folder, "README.md"), encoding="utf-8").read()
     assert "**Cells not run (1):** dnc-regular-D2; run them with `uwbench sweep" in readme
-    assert "--cells 'dnc-regular-D2'" in readme
+    assert "--profile smoke --cells 'dnc-regular-D2'" in readme  # the command names the runs' profile
 
 
 @pytest.mark.parametrize("args, message", [

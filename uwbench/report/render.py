@@ -194,8 +194,9 @@ def _pareto_figure(study: StudyView, points: pd.DataFrame) -> Dict[str, tuple]:
 
 def _missing_line(study: StudyView, missing: List[str]) -> str:
     path = display_path(study.path) or f"studies/{study.id}.yaml"
+    profile = f"--profile {study.profiles[0]} " if len(study.profiles) == 1 else ""  # the runs' own profile
     return (f"**Cells not run ({len(missing)}):** {', '.join(missing)}; run them with "
-            f"`uwbench sweep {path} " + " ".join(f"--cells '{c}'" for c in missing) + "`.")
+            f"`uwbench sweep {path} {profile}" + " ".join(f"--cells '{c}'" for c in missing) + "`.")
 
 
 def _remove_stale(folder: str, keep: List[str]) -> None:
