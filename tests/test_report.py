@@ -410,6 +410,33 @@ def test_one_profile_at_its_current_spec_hash_per_report():
         study.select_run_set(rows, s, "gpu")
 
 
+@pytest.mark.skipif(not os.path.exists(QUICKSTART), reason="studies/quickstart.yaml is not there")
+def test_a_set_sweep_is_a_run_set_of_its_own():
+    """--set values are part of the spec hash: the report picks the sweep they name, and with no run
+    at a current hash it reports one run set (the largest), never every run pooled."""
+    from uwbench import spec
+
+    s = spec.load(QUICKSTART)
+    steps = {"train": {"steps": 40}}
+    h_cpu = spec.expand(s, "cpu", QUICKSTART).spec_hash
+    h_set = spec.expand(s, "cpu", QUICKSTART, overrides=steps).spec_hash
+    assert h_set != h_cpu
+    final = {"role": "final", "status": "finished", "profile": "cpu"}
+    rows = ([{"run_id": f"s{i}", "spec_hash": h_set, **final} for i in range(3)]
+            + [{"run_id": f"o{i}", "spec_hash": "other0000000", **final} for i in range(2)])
+    kept, note = study.select_run_set(rows, s, "cpu", overrides=steps)
+    assert [r["run_id"] for r in kept] == ["s0", "s1", "s2"] and note == ""
+    kept, note = study.select_run_set(rows, s)  # no --set given: the largest run set, and a note
+    assert [r["run_id"] for r in kept] == ["s0", "s1", "s2"]
+    assert "other0000000 (2 runs)" in note and "--set" in note
+    kept, note = study.select_run_set(rows[3:] + rows[:1], s, "cpu")  # 2 runs at one hash, 1 at the other
+    assert [r["run_id"] for r in kept] == ["o0", "o1"] and h_set in note
+    # the view takes its cells from the profile the runs name when no hash matches
+    frame = pd.DataFrame(rows)
+    assert study.from_spec(s, QUICKSTART, frame).profiles == ["cpu"]
+    assert study.from_spec(s, QUICKSTART, frame, steps).spec_hash == f"{h_set} (cpu)"
+
+
 def test_regression_study_reports_mse(tmp_path):
     """A sinusoid-like study: MSE (lower is better), no percent, no theory figure."""
     rows = []

@@ -20,6 +20,9 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", choices=("optuna", "ray"),
                    help="for a study swept by both backends: whose runs to report (default: the one with more "
                         "finished final runs; the two are never pooled)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="report the runs of a sweep made with these --set values (give the sweep's own; they are "
+                        "part of its spec hash)")
     p.add_argument("--no-traces", action="store_true", help="skip the memory traces (no checkpoint is loaded)")
 
 
@@ -27,11 +30,12 @@ def run(args) -> int:
     import glob
     import os
 
+    from uwbench.commands.sweep import overrides
     from uwbench.report import render, report_from_csv, report_study
 
     if args.from_csv:
-        if args.studies or args.all:
-            raise ValueError("--from-csv rebuilds one report: give no study files and no --all with it")
+        if args.studies or args.all or args.assignments:
+            raise ValueError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")
         rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir)
         _print(rep, args.out)
         return 0
@@ -58,7 +62,7 @@ def run(args) -> int:
                 continue
         rep = report_study(path, tracking_uri=args.tracking_uri, out=args.out, source=args.source,
                            traces=not args.no_traces, studies_dir=args.studies_dir, index=False,
-                           profile=args.profile, backend=args.backend)
+                           profile=args.profile, backend=args.backend, overrides=overrides(args.assignments))
         _print(rep, args.out)
         done += 1
     index = render.write_index(args.out, args.studies_dir)

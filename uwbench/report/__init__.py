@@ -17,7 +17,7 @@ SOURCES = ("auto", "mlflow", "csv")
 def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
                  traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
                  profile: Optional[str] = None, backend: Optional[str] = None,
-                 log: Callable[[str], None] = print, storage: Optional[str] = None):
+                 log: Callable[[str], None] = print, storage: Optional[str] = None, overrides=None):
     """Build ``<out>/<id>/`` for the study file ``path``; returns the ``render.Report``.
 
     ``source``: ``mlflow`` (the experiment named by the study id must exist), ``csv`` (the committed
@@ -27,7 +27,8 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     others; see ``study.select_run_set``). ``backend``: whose sweep (optuna | ray) to report when the
     study was swept by both (default: the one with more finished final runs; see ``study.one_backend``).
     ``storage``: the Optuna storage the sweep used (default: its default journal under runs/), read for the
-    search analysis of a report made from MLflow (``uwbench.report.search``).
+    search analysis of a report made from MLflow (``uwbench.report.search``). ``overrides``: the
+    ``--set`` values of the sweep to report (``{section: {key: value}}``, part of its spec hash).
     """
     from uwbench import spec as spec_mod
     from uwbench.report import render, runs as runs_mod, study as study_mod
@@ -46,7 +47,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
             notes = []
 
             def select(rows):
-                kept, note = study_mod.select_run_set(rows, spec, profile, path, backend)
+                kept, note = study_mod.select_run_set(rows, spec, profile, path, backend, overrides)
                 notes.append(note)
                 return kept
 
@@ -54,7 +55,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
             for note in filter(None, notes):
                 log(f"{study_id}: {note}")
             if traces:
-                view = study_mod.load(path, snap.runs)
+                view = study_mod.load(path, snap.runs, overrides)
                 found = _collect_traces(snap, [c.id for c in view.cells], tracking_uri, log)
                 snap = runs_mod.Snapshot(snap.runs_csv, snap.curves_csv, runs_mod.traces_text(found))
             log(f"{study_id}: {len(snap.runs)} runs from MLflow ({tracking.resolve_uri(tracking_uri)})")
@@ -73,7 +74,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     if snap is None:
         snap = runs_mod.Snapshot(runs_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
-    view = study_mod.load(path, snap.runs)
+    view = study_mod.load(path, snap.runs, overrides)
     report = render.build_report(view, snap, folder, search_storage=search_storage)
     if index:
         render.write_index(out, studies_dir or os.path.dirname(path) or ".")

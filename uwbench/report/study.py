@@ -11,7 +11,7 @@ import glob
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from uwbench import axes, metrics
 
@@ -119,30 +119,28 @@ def _present(v) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def load(path: str, runs=None) -> StudyView:
+def load(path: str, runs=None, overrides: Optional[Dict[str, Dict[str, Any]]] = None) -> StudyView:
     """Load a study file with ``uwbench.spec`` and view it. ``runs`` (a snapshot's runs frame) picks the
-    profile(s) whose spec hash the runs carry; without runs (or no match) the default profile is used."""
+    profile(s) whose spec hash the runs carry (``overrides``: the sweep's ``--set`` values), else the
+    profile the runs name; without runs the default profile is used."""
     from uwbench import spec as spec_mod
 
-    return from_spec(spec_mod.load(path), path, runs)
+    return from_spec(spec_mod.load(path), path, runs, overrides)
 
 
-def from_spec(spec, path: str = "", runs=None) -> StudyView:
+def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dict[str, Any]]] = None) -> StudyView:
     """View a ``uwbench.spec.StudySpec``: its cells come from the plan of the profile the runs were made
-    with (matched by spec hash), in the spec's order; paper values in report units."""
-    from uwbench import spec as spec_mod
-
-    names = [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
-    plans = []
-    for name in names:
-        try:
-            plans.append(spec_mod.expand(spec, name, path or f"{spec.id}.yaml"))
-        except Exception:  # noqa: BLE001 - a profile that does not expand cannot have made runs
-            continue
-    hashes = set()
+    with (matched by spec hash, with the sweep's ``--set`` ``overrides`` when given; else by the runs'
+    profile), in the spec's order; paper values in report units."""
+    names = _profile_names(spec)
+    plans = [p for _, p in _plans(spec, names, path, overrides)]
+    hashes, profiles = set(), set()
     if runs is not None and len(runs) and "spec_hash" in runs.columns:
         hashes = {h for h in runs["spec_hash"] if isinstance(h, str) and h}
-    used = [p for p in plans if p.spec_hash in hashes] or plans[:1]
+    if runs is not None and len(runs) and "profile" in runs.columns:
+        profiles = {p for p in runs["profile"] if isinstance(p, str) and p}
+    used = ([p for p in plans if p.spec_hash in hashes] or [p for p in plans if p.profile in profiles]
+            or plans[:1])
     paper = getattr(spec, "paper", None)
     scale = 100.0 if (paper is not None and paper.unit == "fraction" and paper.metric == "test_accuracy") else 1.0
     time_paper = paper is not None and paper.metric == "training_time_reduction"
@@ -176,16 +174,20 @@ def from_spec(spec, path: str = "", runs=None) -> StudyView:
 
 
 def select_run_set(rows: List[Dict], spec, profile: Optional[str] = None, path: str = "",
-                   backend: Optional[str] = None) -> Tuple[List[Dict], str]:
+                   backend: Optional[str] = None, overrides: Optional[Dict[str, Dict[str, Any]]] = None
+                   ) -> Tuple[List[Dict], str]:
     """The runs one report is made of: one profile at its current spec hash (cell ids do not depend on
     the profile, so the smoke runs of a test and the cpu runs of the demo must not be averaged together),
     from one sweep backend (``one_backend``).
 
-    ``profile`` given: that profile's runs, at the current spec hash when there are any (else at every
-    hash, with a note). Otherwise the study's default profile, then ``paper``, then the other profiles
-    (sorted), the first that has runs at its current spec hash; else every run (with a note).
+    ``profile`` given: that profile's runs, at the current spec hash when there are any (else the largest
+    run set of that profile at an earlier hash, with a note). Otherwise the study's default profile, then
+    ``paper``, then the other profiles (sorted), the first that has runs at its current spec hash; else
+    the run set (one spec hash) with the most finished final runs, with a note naming the others.
+    ``overrides``: the ``--set`` values of the sweep to report (``{section: {key: value}}``); they are
+    part of the spec hash, so a ``--set`` sweep's runs are a run set of their own.
     Returns (rows, note); the note is '' when the selection is clean."""
-    picked, note = _select_profile(rows, spec, profile, path)
+    picked, note = _select_profile(rows, spec, profile, path, overrides)
     picked, backend_note = one_backend(picked, backend)
     return picked, "; ".join(filter(None, (note, backend_note)))
 
@@ -222,31 +224,80 @@ def _backend(row: Dict) -> Optional[str]:
     return b if isinstance(b, str) and b else None  # missing, '' or NaN: not made by a sweep
 
 
-def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str) -> Tuple[List[Dict], str]:
-    from uwbench import spec as spec_mod
-
-    names = [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
+def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str,
+                    overrides: Optional[Dict[str, Dict[str, Any]]] = None) -> Tuple[List[Dict], str]:
+    names = _profile_names(spec)
     if profile is not None and profile not in names:
         raise ValueError(f"profile {profile!r} is not defined in {path or spec.id}; known profiles: {', '.join(names)}")
-    hashes = {}
-    for name in names:
-        try:
-            hashes[name] = spec_mod.expand(spec, name, path or f"{spec.id}.yaml").spec_hash
-        except Exception:  # noqa: BLE001 - a profile that does not expand has no current runs
-            continue
+    hashes = {name: plan.spec_hash for name, plan in _plans(spec, names, path, overrides)}
     for name in ([profile] if profile else names):
         picked = [r for r in rows if r.get("spec_hash") == hashes.get(name)]
         if picked:
             return picked, ""
+    flag = (" with --set " + " ".join(f"{s}.{k}={v}" for s, kv in sorted(overrides.items()) for k, v in sorted(kv.items()))
+            if overrides else "")
     if profile:
-        picked = [r for r in rows if r.get("profile") == profile]
-        if picked:
-            return picked, (f"no runs of profile {profile} at the current spec hash {hashes.get(profile, '?')}: "
-                            "the report uses its runs of an earlier version of the spec")
-        return [], ""
+        mine = [r for r in rows if r.get("profile") == profile]
+        if not mine:
+            return [], ""
+        picked, others = _largest_run_set(mine)
+        return picked, (f"no runs of profile {profile}{flag} at the current spec hash {hashes.get(profile, '?')}: "
+                        f"the report uses its runs at spec hash {picked[0].get('spec_hash') or '?'} "
+                        f"({_n_runs(len(picked))} of an earlier version of the spec or of a --set sweep)"
+                        + _others(others))
     if rows:
-        return rows, "no runs at a current spec hash: the report uses every run of the experiment"
+        picked, others = _largest_run_set(rows)
+        return picked, (f"no runs{flag} at a current spec hash: the report uses the run set at spec hash "
+                        f"{picked[0].get('spec_hash') or '?'} (profile {picked[0].get('profile') or '?'}, "
+                        f"{_n_runs(len(picked))})" + _others(others))
     return rows, ""
+
+
+def _profile_names(spec) -> List[str]:
+    from uwbench import spec as spec_mod
+
+    return [spec.default_profile] + sorted({spec_mod.BASE_PROFILE, *spec.profiles} - {spec.default_profile})
+
+
+def _plans(spec, names: Sequence[str], path: str, overrides: Optional[Dict[str, Dict[str, Any]]] = None):
+    """(profile, plan) for each profile that expands (with ``overrides`` applied when given)."""
+    from uwbench import spec as spec_mod
+
+    out = []
+    for name in names:
+        try:
+            out.append((name, spec_mod.expand(spec, name, path or f"{spec.id}.yaml", overrides=overrides)))
+        except Exception:  # noqa: BLE001 - a profile that does not expand cannot have made runs
+            continue
+    return out
+
+
+def _largest_run_set(rows: List[Dict]) -> Tuple[List[Dict], Dict[str, int]]:
+    """Runs of one spec hash never mix with another's (other settings, other ``--set`` values): the
+    hash with the most finished final runs (ties: the most runs, then the hash), and the others' sizes."""
+    groups: Dict[str, List[Dict]] = {}
+    for r in rows:
+        h = r.get("spec_hash")
+        groups.setdefault(h if isinstance(h, str) and h else "", []).append(r)
+
+    def size(h):
+        g = groups[h]
+        return (sum(1 for r in g if r.get("role") == "final" and r.get("status") == "finished"), len(g), h)
+
+    best = max(groups, key=size)
+    return groups[best], {h: len(g) for h, g in groups.items() if h != best}
+
+
+def _n_runs(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
+def _others(others: Dict[str, int]) -> str:
+    if not others:
+        return ""
+    listed = ", ".join(f"{h or 'none'} ({_n_runs(n)})" for h, n in sorted(others.items()))
+    return (f"; left out, not pooled with it: the run set(s) at spec hash {listed} (another version of the "
+            "spec or other --set values: `uwbench report --profile P --set ...` with the sweep's values picks one)")
 
 
 def _cell_axes(cell) -> Dict[str, Any]:
