@@ -55,6 +55,31 @@ def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, caps
     assert "--cells: 1 of 3 cells (dnc-uniform-D2)" in capsys.readouterr().out
 
 
+def test_report_set_picks_the_set_sweep_and_never_pools_it(tracking_uri, tmp_path, capsys):
+    """Two run sets in one experiment, a --set sweep and a plain one: `uwbench report --set` with the
+    sweep's values reports the first, plain `uwbench report` the second, never both."""
+    import pandas as pd
+
+    from uwbench.cli import main
+
+    flags = ["--set", "model.hidden_size=6"]
+    assert _sweep(*flags, "--cells", "dnc-uniform-*", "--tracking-uri", tracking_uri) == 0
+    assert _sweep("--cells", "dnc-regular-*", "--tracking-uri", tracking_uri) == 0
+    out = tmp_path / "reports"
+    base = ["report", QUICKSTART, "--profile", "smoke", "--tracking-uri", tracking_uri, "--out", str(out), "--no-traces"]
+
+    def cells_reported(*extra):
+        capsys.readouterr()
+        assert main(base + list(extra)) == 0
+        runs = pd.read_csv(out / "quickstart" / "runs.csv")
+        return set(runs.loc[runs["role"] == "final", "cell"]), capsys.readouterr().out
+
+    cells, printed = cells_reported(*flags)
+    assert cells == {"dnc-uniform-D2"} and "left out" not in printed
+    cells, printed = cells_reported()
+    assert cells == {"dnc-regular-D2"} and "left out" not in printed
+
+
 def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri, tmp_path):
     from uwbench.report import report_study
     from uwbench.spec import load_plan
