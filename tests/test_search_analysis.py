@@ -166,6 +166,19 @@ def test_a_single_searched_parameter(tmp_path):
     assert [n for n, _ in cell.figures] == ["search_dnc-regular_parallel", "search_dnc-regular_slice"]
 
 
+def test_a_parameter_no_trial_varied_gets_no_importance_and_no_contour(tmp_path):
+    """Two searched parameters, one of them at the same value in every finished trial (a choice of one, or
+    a short search): importance goes to the other one, the note says why, and no contour is drawn."""
+    plan = _plan()
+    rows = [_row(plan, "dnc-regular", i, {"train.lr": lr, "train.clip": 10}, "finished", v, f"r{i}")
+            for i, (lr, v) in enumerate([(0.001, 0.5), (0.003, 0.7), (0.009, 0.6)])]
+    analysis, files = _analyse(rows, tmp_path)
+    cell = _cell(analysis, "dnc-regular")
+    assert cell.params == ["train.lr"] and cell.importance == {"train.lr": 1.0}
+    assert any("train.clip = 10" in n and "same value in every finished trial" in n for n in cell.notes)
+    assert [n for n, _ in cell.figures] == ["search_dnc-regular_parallel", "search_dnc-regular_slice"]
+
+
 def test_figures_leave_the_report_style_alone(journal, tmp_path):
     import matplotlib
 

@@ -436,7 +436,15 @@ def _analyse_cell(entry: CellSearch, trials: List[SearchTrial], distributions: M
                            f"least {MIN_TRIALS}")
         return
     study = build_study(trials, distributions, objective.direction)
-    entry.params = sorted({k for t in trials for k in t.params})
+    values = {}
+    for t in trials:
+        for k, v in t.params.items():
+            values.setdefault(k, set()).add(v if isinstance(v, str) else canonical_value(v))
+    constant = sorted(k for k, vs in values.items() if len(vs) == 1)
+    entry.params = sorted(k for k in values if k not in constant)
+    if constant:  # nothing to attribute to a setting no trial varied, and no axis to draw it on
+        entry.notes.append("the same value in every finished trial, so left out of the importance and the "
+                           "contour: " + ", ".join(f"{k} = {format_value(next(iter(values[k])))}" for k in constant))
     flat = len({t.value for t in trials}) == 1
     if flat:
         entry.notes.append(f"every finished trial reached the same objective ({trials[0].value:.6g}): no "
