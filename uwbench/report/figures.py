@@ -2,11 +2,11 @@
 study has nothing to draw) so tests can check titles, labels and series; ``save_png`` writes it with
 fixed metadata so a rebuild gives byte-identical files.
 
-- ``accuracy_vs_ratio``  paper Fig. 1 (a, c): accuracy against the compression ratio (D+1)/T per model,
+- ``accuracy_vs_ratio``  paper Fig. 2 (a, c): accuracy against the compression ratio (D+1)/T per model,
                          controller and writer, error bars = std over seeds, the paper's values as ×.
-- ``time_reduction``     paper Fig. 1 (b, d): training-time reduction of UW / CUW against regular
+- ``time_reduction``     paper Fig. 2 (b, d): training-time reduction of UW / CUW against regular
                          writing, against the number of memory slots D.
-- ``learning_curves``    eval metric against updates, mean line and ±std band over seeds (paper Fig. 2).
+- ``learning_curves``    eval metric against updates, mean line and ±std band over seeds (paper Fig. 3).
 - ``memory_heatmaps``    write weights (encoder steps × slots), read weights (decoder steps × slots) and
                          the write gate, one row per writer (appendix figures on copy and max).
 - ``theory_bound``       g_lambda((D+1)/T) (appendix, proof of Theorem 3) for a few lambda, over the
@@ -170,7 +170,7 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
         ax.plot(s["memory_size"].to_numpy(dtype=float), s["reduction"].to_numpy(dtype=float), marker="o",
                 label=key, color=color)
         pts = [(d, paper[c]) for d, c in zip(s["memory_size"], s["cell"]) if _isnum(paper.get(c))]
-        if pts:  # the paper's reductions (Fig. 1 b, d) in the series' colour
+        if pts:  # the paper's reductions (Fig. 2 b, d) in the series' colour
             any_paper = True
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=color, s=50, zorder=3)
     if any_paper:

@@ -7,7 +7,7 @@
   ours beside the paper's value and the difference (one block per controller where a model/writer pair
   was run with several controllers, as in the ablation figure's panels).
 - ``time_table`` : seconds per 100 updates per cell and the reduction of uniform / cached-uniform
-  writing against regular writing with the same model, controller, task, T and D (paper Fig. 1 b, d).
+  writing against regular writing with the same model, controller, task, T and D (paper Fig. 2 b, d).
 
 Tables are plain ``Table`` objects written to Markdown, CSV, LaTeX (booktabs) and HTML by the functions
 at the end (no tabulate, no Styler: the text is ours, so it is stable).

@@ -17,7 +17,7 @@ winner is worse and the intervals do not overlap; **inconclusive**: the interval
 fewer than ``MIN_SEEDS`` seeds (no spread to judge by), or (time) the two sides ran on different devices.
 A claim is **yes** when every comparison is yes, **no** when at least one is no (the paper states it for
 each of them), inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
-10-40%, paper Section 4.1 and Fig. 1 a, c) compares, per model, controller, task and T, the largest gain
+10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the largest gain
 of UW over regular writing inside that window with the largest outside it, each gain with the spread
 std_UW + std_regular, under the same rule.
 """
@@ -149,21 +149,21 @@ CLAIMS = (
     Claim("cuw-beats-uw", "CUW beats UW on add and max", "Table 2",
           winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("add", "max")),
     Claim("uw-cuw-cut-time", "UW and CUW cut training time (seconds per 100 updates) against regular writing",
-          "Section 4.1, Fig. 1 (b, d)", winner=Side(None, ("uniform", "cached_uniform")),
+          "Section 3.1, Fig. 2 (b, d)", winner=Side(None, ("uniform", "cached_uniform")),
           loser=Side(None, ("regular",)), measure="time"),
     Claim("uw-gain-peaks", "In the ablation, UW helps most at compression ratios of about 10-40%",
-          "Section 4.1, Fig. 1 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
+          "Section 3.1, Fig. 2 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
           tasks=("double",), window=(0.10, 0.40)),
     Claim("uw-beats-regular-ablation", "In the ablation, UW beats regular writing in every configuration",
-          "Section 4.1, Fig. 1 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
+          "Section 3.1, Fig. 2 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
           tasks=("double",)),
     Claim("uw-cuw-beat-regular-sinusoid", "On sinusoid regression UW and CUW beat regular writing",
-          "Section 4.2, Fig. 3", winner=Side(None, ("uniform", "cached_uniform")), loser=Side(None, ("regular",)),
+          "Section 3.4, Fig. 3", winner=Side(None, ("uniform", "cached_uniform")), loser=Side(None, ("regular",)),
           tasks=SINUSOID_TASKS),
-    Claim("uw-cuw-beat-lstm-sinusoid", "On sinusoid regression UW and CUW beat the LSTM", "Section 4.2, Fig. 3",
+    Claim("uw-cuw-beat-lstm-sinusoid", "On sinusoid regression UW and CUW beat the LSTM", "Section 3.4, Fig. 3",
           winner=Side(None, ("uniform", "cached_uniform")), loser=Side("lstm"), same=("task", "seq_len"),
           tasks=SINUSOID_TASKS),
-    Claim("cuw-beats-uw-noisy", "On noisy sinusoids CUW beats UW", "Section 4.2, Fig. 3 (b)",
+    Claim("cuw-beats-uw-noisy", "On noisy sinusoids CUW beats UW", "Section 3.4, Fig. 3 (b)",
           winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("sinusoid_noisy",)),
     Claim("uw-cuw-beat-dnc-pixels", "On pixel sequences UW and CUW beat the regular DNC at every memory size it has",
           "Table 3", winner=Side("dnc", ("uniform", "cached_uniform")), loser=Side("dnc", ("regular",)),
