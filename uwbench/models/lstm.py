@@ -44,8 +44,9 @@ def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int
 
 
 class LSTMBaseline(Seq2SeqModel):
-    # Its compiled step measured no faster than the eager one (benchmarks/README.md), so
-    # train.compile=auto leaves it eager; compile=true still compiles it.
+    # Its compiled step gains too little and too unsteadily to count on (8% faster with the machine
+    # to itself, 5% slower under load; benchmarks/README.md), so train.compile=auto leaves it eager;
+    # compile=true still compiles it.
     compiled_step_saving = 0.0
 
     def __init__(self, cfg: LSTMBaselineConfig, input_size: int, output_size: int):
