@@ -6,6 +6,7 @@ Regenerate the golden files after an intended change with ``UWBENCH_UPDATE_GOLDE
 from __future__ import annotations
 
 import filecmp
+import io
 import os
 import shutil
 import subprocess
@@ -454,6 +455,37 @@ def test_regression_study_reports_mse(tmp_path):
     assert rep.status == tables.MATCHES and "theory_bound" not in rep.figures
     ax = rep.figures["accuracy_vs_ratio"].axes[0]
     assert ax.get_ylabel() == "test MSE"
+
+
+def test_time_table_shows_cpu_seconds_when_the_snapshot_has_them(tmp_path):
+    """Runs that record their own CPU seconds per 100 updates get a CPU column beside the wall one (a shared
+    machine inflates only the wall time); a snapshot without that column gets the table without it."""
+    def rows(cpu):
+        out = []
+        for cell, writer, wall, cpu_s in (("dnc-sin", "regular", 9.0, 6.0), ("dnc_uw-sin", "uniform", 6.0, 4.5)):
+            for seed in range(2):
+                r = {"study": "reg", "cell": cell, "role": "final", "status": "finished", "seed": seed,
+                     "run_id": f"{cell}-{seed}", "task": "sinusoid", "model": "dnc", "controller": "ln_lstm",
+                     "writer": writer, "seq_len": 100, "memory_size": 4, "lr": 1e-3, "clip": 10.0,
+                     "test_mse": 0.5, "best_eval_mse": 0.5, "mean_seconds_per_100": wall + seed,
+                     "torch_threads": 1}
+                if cpu:
+                    r["mean_cpu_seconds_per_100"] = cpu_s + 0.5 * seed
+                out.append(r)
+        return out
+
+    view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [{"id": "dnc-sin"}, {"id": "dnc_uw-sin"}]})
+    rep = render.build_report(view, runs.Snapshot(runs.runs_text(rows(True))), str(tmp_path / "a"))
+    md = open(os.path.join(rep.folder, "time.md"), encoding="utf-8").read()
+    header = next(line for line in md.splitlines() if line.startswith("| Model"))
+    assert "| CPU s / 100 |" in header and "6.25" in md and "4.75" in md
+    assert "cpu_sec100_mean" in open(os.path.join(rep.folder, "time.csv"), encoding="utf-8").readline()
+    text = open(os.path.join(rep.folder, "README.md"), encoding="utf-8").read()
+    assert "× each run's threads" in text  # the snapshot records the thread count
+    old = pd.read_csv(io.StringIO(runs.runs_text(rows(False)))).drop(columns=["mean_cpu_seconds_per_100"])
+    rep = render.build_report(view, runs.Snapshot(old.to_csv(index=False)), str(tmp_path / "b"))
+    md = open(os.path.join(rep.folder, "time.md"), encoding="utf-8").read()
+    assert "CPU s / 100" not in md and "9.50 ± 0.71" in md and "6.50 ± 0.71" in md
 
 
 def test_trace_targets_prefer_writer_comparisons():

@@ -31,7 +31,10 @@ from uwbench import axes, metrics
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
 META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend")
-METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "train_seconds", "eval_seconds")
+# Times: wall seconds per 100 updates (what the tables compare) and the run's own CPU seconds per 100 (steadier
+# on a shared machine: it leaves out the waiting for a core); torch_threads: the run's intra-op threads.
+METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "mean_cpu_seconds_per_100",
+                                                      "train_seconds", "eval_seconds", "torch_threads")
 ID_INT_COLUMNS = ("trial_number", "num_parameters")  # the integer columns that are not axes
 
 

@@ -113,6 +113,9 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             state = NOT_RUN
         t100 = done["mean_seconds_per_100"].to_numpy(dtype=float)
         t100 = t100[~np.isnan(t100)]
+        cpu100 = (done["mean_cpu_seconds_per_100"].to_numpy(dtype=float) if "mean_cpu_seconds_per_100" in done.columns
+                  else np.array([]))  # a snapshot from before the column: no CPU figure
+        cpu100 = cpu100[~np.isnan(cpu100)]
         cell_axes = _axis_row(axes_)
         rows.append({
             "cell": cell_id, "in_spec": spec_cell is not None, **cell_axes,
@@ -125,6 +128,7 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             "state": state,
             "sec100_mean": float(np.mean(t100)) if len(t100) else None,
             "sec100_std": float(np.std(t100, ddof=1)) if len(t100) > 1 else None,
+            "cpu100_mean": float(np.mean(cpu100)) if len(cpu100) else None,
             "device": ", ".join(sorted({d for d in done["device"] if d})),
             "num_parameters": _unique(done["num_parameters"]),
         })
@@ -160,8 +164,8 @@ def extra_axes() -> Tuple[str, ...]:
 
 LAID_OUT = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
 SUMMARY_RESULTS = ("compression_ratio", "lr", "clip", "n", "n_failed", "n_trials", "grid_points", "mean", "std",
-                   "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device",
-                   "num_parameters")
+                   "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "cpu100_mean",
+                   "device", "num_parameters")
 
 
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
@@ -509,23 +513,26 @@ def time_table(summary: pd.DataFrame) -> Optional[Table]:
         return None
     red = {r["cell"]: r for _, r in time_reductions(summary).iterrows()}
     has_paper = timed["paper_time_reduction"].map(_isnum).any()
-    columns = ["Model", "Task", "T", "D", "s / 100 updates", "n", "vs regular (s / 100)", "time reduction (%)"]
-    columns += ["paper (%)"] if has_paper else []
+    has_cpu = timed["cpu100_mean"].map(_isnum).any()  # snapshots from before the CPU column have none
+    columns = ["Model", "Task", "T", "D", "s / 100 updates"] + (["CPU s / 100"] if has_cpu else [])
+    columns += ["n", "vs regular (s / 100)", "time reduction (%)"] + (["paper (%)"] if has_paper else [])
     csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
-                   "sec100_mean", "sec100_std", "n", "device", "regular_cell", "sec100_regular", "reduction_percent",
-                   "paper_reduction_percent"]
+                   "sec100_mean", "sec100_std"] + (["cpu_sec100_mean"] if has_cpu else []) + [
+                   "n", "device", "regular_cell", "sec100_regular", "reduction_percent", "paper_reduction_percent"]
     rows, csv_rows = [], []
     flags = label_flags(summary)
     for _, r in timed.iterrows():
         x = red.get(r["cell"])
+        cpu = [fmt(r["cpu100_mean"], 2)] if has_cpu else []
         rows.append([model_label(r, **flags), task_label(r["task"]),
-                     _itext(r["seq_len"]), _itext(r["memory_size"]), _time_text(r), str(int(r["n"])),
+                     _itext(r["seq_len"]), _itext(r["memory_size"]), _time_text(r)] + cpu + [str(int(r["n"])),
                      f"{x['sec100_regular']:.2f}" if x is not None else "",
                      fmt(x["reduction"], 1) if x is not None else ""] + (
                         [fmt(r["paper_time_reduction"], 1)] if has_paper else []))
         csv_rows.append([r["cell"], r["model"], r["writer"], r["controller"], r["task"], _csv(r["seq_len"]),
                          _csv(r["memory_size"]), _csv(r["cache_size"]), _round(r["sec100_mean"]),
-                         _round(r["sec100_std"]), int(r["n"]), r["device"],
+                         _round(r["sec100_std"])] + ([_round(r["cpu100_mean"])] if has_cpu else []) + [
+                         int(r["n"]), r["device"],
                          x["regular_cell"] if x is not None else "",
                          _round(x["sec100_regular"]) if x is not None else "",
                          _round(x["reduction"]) if x is not None else "", _round(r["paper_time_reduction"])])
@@ -533,6 +540,10 @@ def time_table(summary: pd.DataFrame) -> Optional[Table]:
     notes = [f"Device: {dev}. Training seconds per 100 updates, evaluation excluded, mean ± std over final seeds.",
              "Time reduction = 100 × (1 − t / t_regular) against the regular-writing cell with the same model, "
              "controller, task, T and D; timings compare only on the same device."]
+    if has_cpu:
+        notes.append("CPU s / 100: the run's own CPU seconds per 100 updates (mean over seeds). On a shared machine "
+                     "the wall time also counts the waiting for a core; the CPU time does not, so where the two "
+                     "differ much the runs shared their cores.")
     return Table(title=f"Training time per 100 updates ({dev})", columns=columns, rows=rows,
                  csv_columns=csv_columns, csv_rows=csv_rows, notes=notes)
 
