@@ -76,6 +76,14 @@ def test_report_set_picks_the_set_sweep_and_never_pools_it(tracking_uri, tmp_pat
 
     cells, printed = cells_reported(*flags)
     assert cells == {"dnc-uniform-D2"} and "left out" not in printed
+    readme = (out / "quickstart" / "README.md").read_text(encoding="utf-8")
+    # the report's commands name the --set values, so they run and report this run set again
+    assert "uwbench sweep studies/quickstart.yaml --profile smoke --set model.hidden_size=6" in readme
+    assert "uwbench report studies/quickstart.yaml --profile smoke --set model.hidden_size=6" in readme
+    assert "--profile smoke --set model.hidden_size=6 --cells 'dnc-regular-D2'" in readme
+    rebuilt = tmp_path / "rebuilt"  # runs.csv alone (its overrides column) gives the same commands
+    assert main(["report", "--from-csv", str(out / "quickstart" / "runs.csv"), "--out", str(rebuilt)]) == 0
+    assert (rebuilt / "quickstart" / "README.md").read_text(encoding="utf-8") == readme
     cells, printed = cells_reported()
     assert cells == {"dnc-regular-D2"} and "left out" not in printed
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from uwbench.report import figures, search, tables, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
-from uwbench.report.study import StudyView, find_study_file, from_runs
+from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
 
@@ -115,7 +115,8 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing)
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
-           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing),
+           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing,
+                 set_flag(runs)),
            files)
     _remove_stale(folder, files)
     report.files = files
@@ -192,11 +193,20 @@ def _pareto_figure(study: StudyView, points: pd.DataFrame) -> Dict[str, tuple]:
                                   "(D+1)/T; filled and joined = Pareto-optimal, hollow = dominated.")}
 
 
-def _missing_line(study: StudyView, missing: List[str]) -> str:
+def _missing_line(study: StudyView, missing: List[str], set_flag: str = "") -> str:
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     profile = f"--profile {study.profiles[0]} " if len(study.profiles) == 1 else ""  # the runs' own profile
     return (f"**Cells not run ({len(missing)}):** {', '.join(missing)}; run them with "
-            f"`uwbench sweep {path} {profile}" + " ".join(f"--cells '{c}'" for c in missing) + "`.")
+            f"`uwbench sweep {path} {profile}" + (f"{set_flag.strip()} " if set_flag else "")
+            + " ".join(f"--cells '{c}'" for c in missing) + "`.")
+
+
+def set_flag(runs: pd.DataFrame) -> str:
+    """The ``--set`` flags of the sweep the runs came from (' --set a.b=v ...'), '' for a plain sweep or a
+    snapshot without the column (``study.runs_overrides``)."""
+    data = runs_overrides(runs) or {}
+    return "".join(f" --set {section}.{key}={value}" for section, kv in sorted(data.items())
+                   for key, value in sorted(kv.items()))
 
 
 def _remove_stale(folder: str, keep: List[str]) -> None:
@@ -277,11 +287,12 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
               f"within 2 std of ours = matches, within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off).", ""]
+    flags = set_flag(runs)
     if missing:
-        lines += [_missing_line(study, missing), ""]
+        lines += [_missing_line(study, missing, flags), ""]
     lines += ["## How it was made", "", "```bash",
-              f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]),
-              f"uwbench report {path}",
+              f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]) + flags,
+              f"uwbench report {path}" + (_profile_flag(facts["profile"]) + flags if flags else ""),
               f"uwbench report --from-csv reports/{study.id}/runs.csv   # rebuild without MLflow",
               "```", "",
               f"- MLflow experiment: `{study.id}`; {facts['finals']}" + (f", {facts['trials']}" if facts["trials"] else ""),
@@ -337,7 +348,7 @@ p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padd
 
 
 def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None,
-          ptable=None, missing=()) -> str:
+          ptable=None, missing=(), flags: str = "") -> str:
     esc = html.escape
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
@@ -350,7 +361,7 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
                  f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
                  f" and <code>uwbench report {esc(path)}</code>.</p>\n")
     if missing:
-        parts.append(f"<p>{esc(_missing_line(study, missing).replace('**', '').replace('`', ''))}</p>\n")
+        parts.append(f"<p>{esc(_missing_line(study, missing, flags).replace('**', '').replace('`', ''))}</p>\n")
     parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
     for t in blocks:
         parts.append(tables.to_html(t))

@@ -30,7 +30,8 @@ from uwbench import axes, metrics
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
-META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend")
+META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend",
+                "overrides")  # overrides: a --set sweep's values, JSON {section: {key: value}}
 # Times: wall seconds per 100 updates (what the tables compare) and the run's own CPU seconds per 100 (steadier
 # on a shared machine: it leaves out the waiting for a core); torch_threads: the run's intra-op threads.
 METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "mean_cpu_seconds_per_100",

@@ -133,6 +133,8 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
     with (matched by spec hash, with the sweep's ``--set`` ``overrides`` when given; else by the runs'
     profile), in the spec's order; paper values in report units."""
     names = _profile_names(spec)
+    if overrides is None:
+        overrides = runs_overrides(runs)
     plans = [p for _, p in _plans(spec, names, path, overrides)]
     hashes, profiles = set(), set()
     if runs is not None and len(runs) and "spec_hash" in runs.columns:
@@ -251,6 +253,22 @@ def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str,
                         f"{picked[0].get('spec_hash') or '?'} (profile {picked[0].get('profile') or '?'}, "
                         f"{_n_runs(len(picked))})" + _others(others))
     return rows, ""
+
+
+def runs_overrides(runs) -> Optional[Dict[str, Dict[str, Any]]]:
+    """The ``--set`` values the runs were swept with (their ``overrides`` column, JSON), when they share one;
+    else None. A report's runs share one spec hash, so a rebuild from runs.csv finds its sweep's values here."""
+    import json
+
+    if runs is None or not len(runs) or "overrides" not in runs.columns:
+        return None
+    values = {v for v in runs["overrides"] if isinstance(v, str) and v.strip()}
+    if len(values) != 1:
+        return None
+    try:
+        return json.loads(values.pop())
+    except ValueError:
+        return None
 
 
 def _profile_names(spec) -> List[str]:
