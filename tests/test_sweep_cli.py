@@ -86,6 +86,9 @@ def test_report_set_picks_the_set_sweep_and_never_pools_it(tracking_uri, tmp_pat
     assert (rebuilt / "quickstart" / "README.md").read_text(encoding="utf-8") == readme
     cells, printed = cells_reported()
     assert cells == {"dnc-regular-D2"} and "left out" not in printed
+    # a --set the sweep could not have had gets the sweep's own error, not a silent fallback
+    assert main(base + ["--set", "model.hiden_size=6"]) == 2
+    assert "no cell's model has the key 'hiden_size'" in capsys.readouterr().err
 
 
 def test_cells_runs_a_subset_and_the_report_names_the_missing_cells(tracking_uri, tmp_path):

@@ -36,6 +36,8 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     spec = spec_mod.load(path)
+    if overrides:  # a --set key no cell has, or a grid axis: the error `uwbench sweep --set` gives
+        spec_mod.expand(spec, profile, path, overrides=overrides)
     study_id = spec.id
     folder = os.path.join(out, study_id)
     snap = None

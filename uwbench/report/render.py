@@ -31,7 +31,7 @@ import pandas as pd
 
 from uwbench.report import figures, search, tables, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
-from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides
+from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
 
@@ -204,9 +204,7 @@ def _missing_line(study: StudyView, missing: List[str], set_flag: str = "") -> s
 def set_flag(runs: pd.DataFrame) -> str:
     """The ``--set`` flags of the sweep the runs came from (' --set a.b=v ...'), '' for a plain sweep or a
     snapshot without the column (``study.runs_overrides``)."""
-    data = runs_overrides(runs) or {}
-    return "".join(f" --set {section}.{key}={value}" for section, kv in sorted(data.items())
-                   for key, value in sorted(kv.items()))
+    return set_flags(runs_overrides(runs))
 
 
 def _remove_stale(folder: str, keep: List[str]) -> None:

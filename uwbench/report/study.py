@@ -236,8 +236,7 @@ def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str,
         picked = [r for r in rows if r.get("spec_hash") == hashes.get(name)]
         if picked:
             return picked, ""
-    flag = (" with --set " + " ".join(f"{s}.{k}={v}" for s, kv in sorted(overrides.items()) for k, v in sorted(kv.items()))
-            if overrides else "")
+    flag = f" with{set_flags(overrides)}" if overrides else ""
     if profile:
         mine = [r for r in rows if r.get("profile") == profile]
         if not mine:
@@ -253,6 +252,13 @@ def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str,
                         f"{picked[0].get('spec_hash') or '?'} (profile {picked[0].get('profile') or '?'}, "
                         f"{_n_runs(len(picked))})" + _others(others))
     return rows, ""
+
+
+def set_flags(overrides: Optional[Mapping[str, Mapping[str, Any]]]) -> str:
+    """``{section: {key: value}}`` -> ' --set section.key=value ...' (sorted), the command-line form of a
+    sweep's ``--set`` values; '' for none."""
+    return "".join(f" --set {section}.{key}={value}" for section, kv in sorted((overrides or {}).items())
+                   for key, value in sorted(kv.items()))
 
 
 def runs_overrides(runs) -> Optional[Dict[str, Dict[str, Any]]]:

@@ -15,7 +15,8 @@ depends on the model's sizes: the eager step's cost is its ~840 operator calls. 
 CPU profile (1,000 updates x 18 steps) and the test suite's tiny runs stay eager, since their
 compilation would cost more than it saves. Models without a step function (``compile_steps``) stay
 eager under ``auto``, and so does the LSTM baseline, whose compiled step gains too little and too
-unsteadily to count on (8% faster with the machine to itself, 5% slower under load; ``compiled_step_saving = 0``); ``true`` on a model without a step function is an error.
+unsteadily to count on (8% faster with the machine to itself, 5% slower under load;
+``compiled_step_saving = 0``); ``true`` on a model without a step function is an error.
 """
 from __future__ import annotations
 
