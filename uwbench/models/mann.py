@@ -80,6 +80,7 @@ class MANN(Seq2SeqModel):
         self.w_r = nn.Parameter(torch.randn(memory.read_size, output_size) * INIT_STD)  # (read_size, O)
         self.cache_attention = writer.build_attention(h, memory.read_size) if writer.cached else None
         self._compiled_step = None  # set by compile_steps()
+        self.native = False  # set by use_native(): the whole sequence as one native autograd node
         mask = getattr(writer, "mask", None)
         if mask is not None:
             # A writer with a fixed per-instance mask (random writing): keep it in the state dict so a
@@ -99,6 +100,8 @@ class MANN(Seq2SeqModel):
         if len(schedule) != te:
             raise ValueError(f"the writer's schedule must have one entry per encoder step ({te}), got {len(schedule)}")
         rec: Optional[_Recorder] = _Recorder() if self.tracing else None
+        if self.native and rec is None:
+            return self._forward_native(inputs, decoder_inputs, schedule)
         with self.controller.sequence():  # the controller's per-sequence constants, made once
             step = self._pick_step(rec)
             carried = self._encode(inputs, schedule, step, rec)
@@ -106,6 +109,35 @@ class MANN(Seq2SeqModel):
         if rec is not None:
             self.trace = rec.finish(te)
         return out
+
+    def use_native(self, on: bool = True) -> "MANN":
+        """Run forwards through the native whole-sequence path (``uwbench/models/native.py``): the same
+        function, computed by C++ kernels and one autograd node per sequence. Raises ``ValueError`` naming
+        what is unsupported (a GRU controller, a CUDA device, ...) or ``NativeUnavailable`` (no compiler).
+        Traced forwards keep the torch path. Returns the model."""
+        if on:
+            from uwbench import native
+            from uwbench.models.native import unsupported_reason
+
+            param = self.w_xi
+            reason = unsupported_reason(self, param.device, param.dtype)
+            if reason is not None:
+                raise ValueError(f"train.native=true cannot run this model: {reason}; set train.native=auto "
+                                 "(the native path where it applies) or false")
+            native.library()  # build now: a missing compiler is an error here, not mid-run
+        self.native = on
+        return self
+
+    def _forward_native(self, inputs, decoder_inputs, schedule) -> torch.Tensor:
+        from uwbench.models.native import run_sequence
+
+        ctrl = self.controller
+        with ctrl.sequence():
+            gx_enc = ctrl.project(inputs.transpose(0, 1), 0, self.input_size)  # (Te, B, G), step-major
+            gx_dec = ctrl.project(decoder_inputs.transpose(0, 1), 0, self.input_size)  # (Td, B, G)
+            hs, rs = run_sequence(self, gx_enc, gx_dec, schedule)  # (Td, B, H), (Td, B, read_size)
+        out = hs.transpose(0, 1) @ self.w_y + rs.transpose(0, 1) @ self.w_r  # (B, Td, O)
+        return torch.clamp(out, -OUTPUT_CLIP, OUTPUT_CLIP)
 
     def encode(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, Te, I) -> the controller's final encoder state h_Te (B, H), after the writer's

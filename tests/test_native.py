@@ -1,0 +1,187 @@
+"""The native whole-sequence path (uwbench/models/native.py, uwbench/native/*.cpp) against the torch path.
+
+Every check is float64 against the model's own torch forward (itself checked against a plain per-step
+loop in test_perf_paths.py), values and the gradient of every parameter, for each memory, writer and
+controller the kernels implement. The kernels are compiled once per machine into a cache folder; the
+tests skip (with the reason) where no C++ compiler is available.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from uwbench import native
+from uwbench.config import build
+from uwbench.models.base import build_model
+from uwbench.models.native import unsupported_reason
+from uwbench.registry import TASKS
+from uwbench.training import compile_policy
+
+F64 = torch.float64
+WRITER_OWN = {"regular": {}, "uniform": {}, "cached_uniform": {"cache_size": 2}, "random": {"writer_seed": 0}}
+
+needs_kernels = pytest.mark.skipif(not native.available(), reason=f"native kernels: {native.unavailable_reason()}")
+
+
+def copy_task(seq_len):
+    entry = TASKS.entry("copy")
+    return entry.factory(build(entry.config, {"seq_len": seq_len}, "task (copy)"))
+
+
+def _model(name, seq_len=7, dtype=F64, **values):
+    torch.manual_seed(3)
+    task = copy_task(seq_len)
+    cfg = {"memory_size": 3, "hidden_size": 6, "word_size": 4, "interface_clip": 3.0, **values}
+    model = build_model(name, 10, 10, cfg, task=task).to(dtype)
+    with torch.no_grad():
+        model.w_xi.mul_(10.0)  # sharp gates and weightings, and many interface entries beyond the clip
+    batch = task.sample(3, torch.Generator().manual_seed(0))
+    return model, batch.inputs.to(dtype), batch.decoder_inputs.to(dtype)
+
+
+def _outputs_and_grads(model, inputs, dec, weights):
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = model(inputs, dec)
+    return out, torch.autograd.grad(out, params, weights)
+
+
+def _assert_native_matches(model, inputs, dec, rtol=1e-8, atol=1e-10):
+    weights = torch.randn(3, dec.shape[1], 10, generator=torch.Generator().manual_seed(1), dtype=inputs.dtype)
+    ref, ref_grads = _outputs_and_grads(model.use_native(False), inputs, dec, weights)
+    out, grads = _outputs_and_grads(model.use_native(True), inputs, dec, weights)
+    model.use_native(False)
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    for (name, _), a, b in zip(model.named_parameters(), grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+
+
+@needs_kernels
+@pytest.mark.parametrize("controller", ["ln_lstm", "lstm", "rnn"])
+@pytest.mark.parametrize("writer", list(WRITER_OWN))
+@pytest.mark.parametrize("name", ["dnc", "ntm"])
+def test_native_equals_torch_path(name, writer, controller):
+    """Values and every parameter's gradient (W_xi, W_y, W_r, the controller's weights and layer norms,
+    CUW's attention, the NTM's learned initial state) agree to float64 round-off."""
+    model, inputs, dec = _model(name, writer=writer, controller=controller, **WRITER_OWN[writer])
+    _assert_native_matches(model, inputs, dec)
+
+
+@needs_kernels
+@pytest.mark.parametrize("name,values", [
+    ("dnc", {"read_heads": 2}),  # several heads: the [W, R] key and read layouts
+    ("dnc", {"read_heads": 3, "writer": "uniform", "decoder_write": False}),  # read-only decoder steps
+    ("dnc", {"memory_size": 40}),  # the allocation's stable sort beyond the insertion-sort size
+    ("dnc", {"memory_size": 1}),
+    ("ntm", {"memory_size": 9, "decoder_write": False}),
+    ("dnc", {"writer": "cached_uniform", "cache_size": 1}),  # a CUW write on every step
+])
+def test_native_equals_torch_path_other_shapes(name, values):
+    model, inputs, dec = _model(name, **values)
+    _assert_native_matches(model, inputs, dec)
+
+
+@needs_kernels
+@pytest.mark.parametrize("name", ["dnc", "ntm"])
+def test_native_float32_is_close_to_float64(name):
+    """float32 uses the kernels' own exp/tanh (a few ulps): close to the float64 result."""
+    model, inputs, dec = _model(name, writer="cached_uniform", cache_size=2)
+    ref = model(inputs, dec)
+    model32 = model.to(torch.float32).use_native(True)
+    out = model32(inputs.float(), dec.float())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+@needs_kernels
+def test_two_graphs_alive_at_once_and_evaluation_forward():
+    """A forward whose graph is alive holds the model's workspace: a second forward gets buffers of its own,
+    so both backwards are right; a forward without autograd gives the same values."""
+    model, inputs, dec = _model("dnc", writer="uniform")
+    weights = torch.randn(3, dec.shape[1], 10, dtype=F64)
+    _, ref_grads = _outputs_and_grads(model, inputs, dec, weights)
+    model.use_native(True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    out1 = model(inputs, dec)
+    out2 = model(inputs * 0.5, dec)
+    with torch.no_grad():
+        torch.testing.assert_close(model(inputs, dec), out1)
+    grads1 = torch.autograd.grad(out1, params, weights)
+    torch.autograd.grad(out2, params, weights)
+    for a, b in zip(grads1, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+    # and once released, the workspace is reused by the next forward
+    again = torch.autograd.grad(model(inputs, dec), params, weights)
+    for a, b in zip(again, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+@needs_kernels
+def test_a_diverging_model_gives_nan_not_a_number_that_hides_it():
+    model, inputs, dec = _model("dnc")
+    with torch.no_grad():
+        model.w_xi[0, 0] = float("nan")
+    out = model.use_native(True)(inputs, dec)
+    assert torch.isnan(out).any()
+
+
+def test_unsupported_models_are_named():
+    gru, _, _ = _model("dnc", controller="gru")
+    assert "GRU" in unsupported_reason(gru, torch.device("cpu"), F64)
+    dnc, _, _ = _model("dnc")
+    assert "CPU" in unsupported_reason(dnc, torch.device("cuda"), F64)
+    assert "float32 or float64" in unsupported_reason(dnc, torch.device("cpu"), torch.bfloat16)
+    with pytest.raises(ValueError, match="GRU.*train.native=auto"):
+        gru.use_native(True)
+
+
+@needs_kernels
+def test_path_choice():
+    """native=auto takes the native path where it applies and the torch path elsewhere; true is obeyed or
+    fails naming why; compile=true under native=auto is the compiled path; both true is an error."""
+    dnc, _, _ = _model("dnc")
+    gru, _, _ = _model("dnc", controller="gru")
+    lstm = build_model("lstm", 10, 10, {"hidden_size": 5})
+    decide = compile_policy.native_decision
+    assert decide(dnc, "dnc", "auto", "auto") is True
+    assert decide(dnc, "dnc", "auto", False) is True
+    assert decide(dnc, "dnc", "auto", True) is False
+    assert decide(dnc, "dnc", False, "auto") is False
+    assert decide(gru, "dnc", "auto", "auto") is False
+    assert decide(lstm, "lstm", "auto", "auto") is False
+    with pytest.raises(ValueError, match="needs a memory model"):
+        decide(lstm, "lstm", True, "auto")
+    with pytest.raises(ValueError, match="two different paths"):
+        decide(dnc, "dnc", True, True)
+    with pytest.raises(ValueError, match="auto, true or false"):
+        decide(dnc, "dnc", "yes", "auto")
+
+
+def test_missing_compiler_is_a_clear_error_and_auto_warns(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_library", None)
+    monkeypatch.setattr(native, "_failure", None)
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(native.COMPILER_ENV, str(tmp_path / "no-such-compiler"))
+    with pytest.raises(native.NativeUnavailable, match="does not run.*train.native=false"):
+        native.library()
+    dnc, _, _ = _model("dnc")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert compile_policy.native_decision(dnc, "dnc", "auto", "auto") is False
+    assert any("native path is unavailable" in str(w.message) for w in caught)
+    with pytest.raises(native.NativeUnavailable):
+        dnc.use_native(True)
+
+
+@needs_kernels
+def test_build_is_cached_per_source(monkeypatch, tmp_path):
+    """The library is built once into the cache folder, under a name keyed by the sources, the flags, the
+    compiler and the CPU."""
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    first = native.build()
+    assert native.build() == first and first.startswith(str(tmp_path))
+    assert list(tmp_path.iterdir()) == [tmp_path / first.rsplit("/", 1)[1]]  # no temporary left behind
+    cxx = native.compiler()
+    key = native._build_key(cxx)
+    monkeypatch.setattr(native, "FLAGS", native.FLAGS + ("-DUWBENCH_TEST",))
+    assert native._build_key(cxx) != key

@@ -1,0 +1,389 @@
+"""The native whole-sequence path: a memory model's whole forward and backward as one autograd node.
+
+``MANN`` (``mann.py``) runs a Python loop of small torch operations per step, about 840 operator calls
+for a DNC step's forward and backward; at the paper's sizes (batch 64, N = 4, W = 64) the arithmetic is
+a small part of that. This path keeps the same model and parameters and computes the same function
+(checked to float64 round-off in ``tests/test_native.py``), with one custom autograd node for the
+steps between the input projections and the output layer:
+
+    per step t        z_t  = gx_t + hin_t W_hh + r_{t-1} W_read       (hin_t = h_{t-1}, or a_t for CUW)
+                      h_t  = cell(z_t, c_{t-1})                        (C++, ``native/cells.cpp``)
+    active steps      xi_t = h_t W_xi; state, r_t = memory(state, xi_t) (C++, ``native/dnc.cpp``, ``ntm.cpp``)
+
+The matrix products go to torch's BLAS one call each (``torch.mm(out=)`` into preallocated buffers);
+everything between them, the cell and the whole memory step, is one C++ call on the whole batch. Held
+steps (UW, CUW, RW) make no memory call and no interface product, and r's projection is reused while r
+is held, as on the torch path. The backward runs the steps in reverse with the same two products per
+step (the data gradients) and makes the weight gradients of all steps at the end, one product each
+(W_hh, W_xi, W_read). The memory kernels recompute a step's forward inside their backward, so the
+node keeps only the memory state before each active step and the step's interface. CUW's attention
+(a few small products at write steps only) stays in torch: its backward replays it under autograd.
+
+Supported: CPU tensors in float32 or float64, the ``ln_lstm``, ``lstm`` and ``rnn`` controllers, the
+DNC and NTM memories, every writer (``NATIVE_CELLS`` and ``NATIVE_MEMORIES`` are the registries);
+``unsupported_reason`` names what is not. The ``native`` training setting chooses the path
+(``training/compile_policy.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from uwbench.models.controllers import LNLSTM, LSTM, RNN, Controller
+from uwbench.models.dnc_memory import DNCMemory, DNCState
+from uwbench.models.ntm import NTMMemory
+
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+
+
+@dataclass(frozen=True)
+class NativeCell:
+    """A controller the kernels implement: its kernel name, whether it has a memory cell c, and its
+    parameters of its own as one flat tensor (made under autograd, so gradients reach them)."""
+
+    kernel: str
+    has_cell: bool
+    params: Callable[[Controller], Optional[torch.Tensor]]
+
+
+def _ln_lstm_params(ctrl: LNLSTM) -> torch.Tensor:
+    consts = ctrl.constants()  # gate gains and shifts (4, H), the forget bias folded into f's shift
+    return torch.cat([consts["gate_gain"].reshape(-1), consts["gate_shift"].reshape(-1),
+                      ctrl.ln_cell.gain, ctrl.ln_cell.shift])  # (10 H,)
+
+
+NATIVE_CELLS: Dict[type, NativeCell] = {
+    LNLSTM: NativeCell("ln_lstm", True, _ln_lstm_params),
+    LSTM: NativeCell("lstm", True, lambda ctrl: None),
+    RNN: NativeCell("rnn", False, lambda ctrl: None),
+}
+
+
+@dataclass(frozen=True)
+class NativeMemory:
+    """A memory the kernels implement: its kernel name, the kernels' size arguments, and its initial
+    state flattened to the kernels' per-row layout (documented in the kernel's source)."""
+
+    kernel: str
+    dims: Callable[[torch.nn.Module], Tuple[int, ...]]
+    flatten: Callable[[object], torch.Tensor]
+
+
+def _flatten_dnc(state: DNCState) -> torch.Tensor:
+    b = state.memory.shape[0]
+    return torch.cat([state.memory.reshape(b, -1), state.usage, state.precedence, state.link.reshape(b, -1),
+                      state.write_weights, state.read_weights.reshape(b, -1)], dim=1)  # (B, S)
+
+
+def _flatten_ntm(state) -> torch.Tensor:
+    memory, w_r, w_w = state
+    return torch.cat([memory.reshape(memory.shape[0], -1), w_r, w_w], dim=1)  # (B, N M + 2 N)
+
+
+NATIVE_MEMORIES: Dict[type, NativeMemory] = {
+    DNCMemory: NativeMemory("dnc", lambda m: (m.memory_size, m.word_size, m.read_heads), _flatten_dnc),
+    NTMMemory: NativeMemory("ntm", lambda m: (m.slots, m.word), _flatten_ntm),
+}
+
+
+def unsupported_reason(model, device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """None when the native path can run ``model`` on ``device`` in ``dtype``, else what it lacks."""
+    if torch.device(device).type != "cpu":
+        return f"the native kernels run on the CPU, the run is on {device}"
+    if dtype not in _SUFFIX:
+        return f"the native kernels take float32 or float64, the model is {dtype}"
+    ctrl = type(getattr(model, "controller", None))
+    if ctrl not in NATIVE_CELLS:
+        names = ", ".join(sorted(c.kernel for c in NATIVE_CELLS.values()))
+        return f"the native kernels implement the controllers {names}, not {ctrl.__name__}"
+    mem = type(getattr(model, "memory", None))
+    if mem not in NATIVE_MEMORIES:
+        return f"the native kernels implement the DNC and NTM memories, not {mem.__name__}"
+    return None
+
+
+def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: List[bool]):
+    """The steps of ``model`` (a ``MANN``) from the input projections gx_enc (Te, B, G) and gx_dec (Td, B, G),
+    step-major, to the decoder's h (Td, B, H) and r (Td, B, read_size), as one autograd node. Step-major
+    input projections get step-major gradients, which their matmul's backward takes without a copy."""
+    from uwbench import native
+
+    lib = native.library()
+    ctrl, mem = model.controller, model.memory
+    cell, memory = NATIVE_CELLS[type(ctrl)], NATIVE_MEMORIES[type(mem)]
+    b, device, dtype = gx_enc.shape[1], gx_enc.device, gx_enc.dtype
+    state0 = memory.flatten(mem.initial_state(b, device, dtype))  # (B, S), under autograd (the NTM's is learned)
+    r0 = mem.initial_read(b, device, dtype)  # (B, read_size)
+    attention = model.cache_attention
+    w_read = ctrl.weight_ih[model.input_size:]  # (read_size, G)
+    attn_params = tuple(attention.parameters()) if attention is not None else ()
+    inputs = (gx_enc, gx_dec, ctrl.weight_hh, w_read, model.w_xi, cell.params(ctrl), state0, r0, *attn_params)
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
+    te, td = gx_enc.shape[0], gx_dec.shape[0]
+    schedule = [bool(s) for s in schedule]
+    decoder_write = bool(model.cfg.decoder_write)
+    write = schedule + [decoder_write] * td
+    active = schedule + [True] * td
+    sizes = (b, te, td, sum(active), ctrl.hidden_size, ctrl.weight_hh.shape[1], model.w_xi.shape[1],
+             mem.read_size, state0.shape[1], dtype)
+    plan = _Plan(lib=lib, sfx=_SUFFIX[dtype], cell=cell, memory=memory, dims=memory.dims(mem),
+                 clip=float(model.cfg.interface_clip), write=write, active=active,
+                 cuw=[attention is not None and t < te and schedule[t] for t in range(te + td)] + [False],
+                 attention=attention, workspace=_workspace(model, sizes, lib, cell, grad),
+                 gx_leaf=(gx_enc.is_leaf, gx_dec.is_leaf))
+    return _Sequence.apply(plan, *inputs)
+
+
+@dataclass
+class _Plan:
+    lib: object
+    sfx: str
+    cell: NativeCell
+    memory: NativeMemory
+    dims: Tuple[int, ...]
+    clip: float
+    write: List[bool]  # per step (encoder then decoder): the memory is written
+    active: List[bool]  # per step: the memory is written and/or read (False: a held step)
+    cuw: List[bool]  # per step (plus one past the end): a CUW write step, whose h_{t-1} is replaced
+    attention: Optional[torch.nn.Module]
+    workspace: "_Workspace"
+    gx_leaf: Tuple[bool, bool]  # whether gx_enc, gx_dec are leaves (their gradients are then copied)
+
+    def fn(self, name: str):
+        return getattr(self.lib, f"{name}_{self.sfx}")
+
+
+class _Workspace:
+    """The buffers of one sequence shape, reused from call to call: fresh buffers of this size (tens of
+    MB at the paper's sizes) cost more in page faults than the kernels cost in arithmetic. A workspace
+    is reserved from a forward that will have a backward until that backward has run; a forward that
+    finds it reserved (two graphs alive at once) gets buffers of its own."""
+
+    def __init__(self, sizes, lib, cell: NativeCell):
+        b, te, td, n_active, hsz, g, x, rsz, ssz, dtype = sizes
+        steps = te + td
+        opts = dict(dtype=dtype)
+        saved_size = max(getattr(lib, f"{cell.kernel}_saved_size")(hsz), 1)
+        self.reserved = False
+        self.hs = torch.zeros(steps + 1, b, hsz, **opts)  # hs[t + 1] = h_t, hs[0] the initial h (zero)
+        self.cs = torch.zeros(steps + 1, b, hsz, **opts) if cell.has_cell else None  # the same for c
+        self.saved = torch.empty(steps, b, saved_size, **opts)  # the cell's per-step values for its backward
+        self.xis = torch.empty(n_active, b, x, **opts)  # the active steps' raw interfaces
+        self.states = torch.empty(n_active + 1, b, ssz, **opts)  # the memory state before/after each active step
+        self.rs = torch.empty(n_active + 1, b, rsz, **opts)  # r_0 and each active step's read
+        self.hh = torch.empty(b, g, **opts)  # hin_t W_hh
+        self.gr = torch.empty(b, g, **opts)  # r's projection, kept while r is held
+        # backward
+        self.dz = torch.empty(steps, b, g, **opts)  # dL/dz_t, also the input projections' gradient
+        self.dxis = torch.empty_like(self.xis)
+        self.dh_pending = torch.empty(steps + 1, b, hsz, **opts)  # gradients reaching h_t from outside the chain
+        self.d_rs = torch.empty_like(self.rs)  # gradients reaching each read vector
+        self.d_state = torch.empty(2, b, ssz, **opts)  # ping-pong: after and before a step
+        self.dh = torch.empty(b, hsz, **opts)
+        self.dc = torch.empty(b, hsz, **opts)
+        self.dzsum = torch.empty(b, g, **opts)  # dz summed over the steps that share one held r
+        self.scratch = torch.empty(6 * hsz, **opts)
+        # per-step views (unbind: one call) and addresses
+        self.hs_v, self.xis_v, self.rs_v = self.hs.unbind(0), self.xis.unbind(0), self.rs.unbind(0)
+        self.dz_v, self.dxis_v, self.d_rs_v = self.dz.unbind(0), self.dxis.unbind(0), self.d_rs.unbind(0)
+        self.dh_pending_v = self.dh_pending.unbind(0)
+        self.hs_p, self.cs_p, self.saved_p, self.xis_p, self.states_p, self.rs_p, self.dz_p, self.dxis_p, \
+            self.d_rs_p = (_addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs,
+                                                   self.dz, self.dxis, self.d_rs))
+
+
+def _addresses(t: Optional[torch.Tensor]) -> List[Optional[int]]:
+    """The address of each t[i] (None for every i when t is None)."""
+    if t is None:
+        return _Nones()
+    base, step = t.data_ptr(), t.stride(0) * t.element_size()
+    return [base + i * step for i in range(t.shape[0])]
+
+
+class _Nones:
+    def __getitem__(self, i):
+        return None
+
+
+def _workspace(model, sizes, lib, cell: NativeCell, grad: bool) -> _Workspace:
+    """The model's workspace for these sizes (one kept per model: a sweep's shapes rarely change), or fresh
+    buffers when it is reserved by a graph whose backward has not run."""
+    ws = getattr(model, "_native_workspace", None)
+    if ws is None or ws[0] != sizes:
+        ws = (sizes, _Workspace(sizes, lib, cell))
+        model._native_workspace = ws
+    if ws[1].reserved:
+        return _Workspace(sizes, lib, cell)
+    ws[1].reserved = grad
+    return ws[1]
+
+
+def _ptr(t: Optional[torch.Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+class _Sequence(torch.autograd.Function):
+    """See the module docstring. Inputs: gx_enc (Te, B, G), gx_dec (Td, B, G), W_hh (H, G), W_read
+    (read_size, G), W_xi (H, X), the cell's own parameters (or None), the initial memory state (B, S) and
+    read vector (B, read_size), and CUW's attention parameters. Outputs: the decoder's h (Td, B, H) and
+    r (Td, B, read_size)."""
+
+    @staticmethod
+    def forward(ctx, plan: _Plan, gx_enc, gx_dec, w_hh, w_read, w_xi, cell_params, state0, r0, *attn_params):
+        ws = plan.workspace
+        gx_enc, gx_dec = gx_enc.detach().contiguous(), gx_dec.detach().contiguous()
+        w_hh, w_read, w_xi = w_hh.detach(), w_read.detach(), w_xi.detach()
+        cell_params = None if cell_params is None else cell_params.detach().contiguous()
+        te, b, g = gx_enc.shape
+        td = gx_dec.shape[0]
+        steps = te + td
+        hsz = w_hh.shape[0]
+        write, active, cuw = plan.write, plan.active, plan.cuw
+        ws.states[0] = state0.detach()
+        ws.rs[0] = r0.detach()
+        hs_v, xis_v, rs_v = ws.hs_v, ws.xis_v, ws.rs_v
+        hs_p, cs_p, saved_p, xis_p, states_p, rs_p = ws.hs_p, ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p, ws.rs_p
+        hh, gr = ws.hh, ws.gr
+        hh_p, gr_p, params_p = hh.data_ptr(), gr.data_ptr(), _ptr(cell_params)
+        torch.mm(rs_v[0], w_read, out=gr)
+        enc_p, dec_p = gx_enc.data_ptr(), gx_dec.data_ptr()
+        item = gx_enc.element_size()
+        kidx = []  # index into states / rs of the state and r each step starts from
+        anchors: Dict[int, Tuple[torch.Tensor, List[int]]] = {}  # CUW write step -> (a_t, cached rows of hs)
+        cache_rows: List[int] = []
+        cell_fwd = plan.fn(f"{plan.cell.kernel}_fwd")
+        mem_fwd = plan.fn(f"{plan.memory.kernel}_fwd")
+        dims, clip = plan.dims, plan.clip
+        k = 0
+        for t in range(steps):
+            gx_p = enc_p + t * b * g * item if t < te else dec_p + (t - te) * b * g * item
+            if plan.attention is not None and t < te:
+                cache_rows.append(t)  # h_{t-1}
+            if cuw[t]:  # a_t = attention over the cached states replaces h_{t-1}
+                with torch.no_grad():
+                    a, _ = plan.attention(hs_v[t], ws.hs[cache_rows].transpose(0, 1), rs_v[k])  # (B, H)
+                anchors[t] = (a, cache_rows)
+                cache_rows = []
+                torch.mm(a, w_hh, out=hh)
+            cell_fwd(b, hsz, gx_p, g, None if (t == 0 and not cuw[t]) else hh_p, g, gr_p, g, cs_p[t], params_p,
+                     hs_p[t + 1], cs_p[t + 1], saved_p[t])
+            kidx.append(k)
+            if active[t]:
+                torch.mm(hs_v[t + 1], w_xi, out=xis_v[k])
+                mem_fwd(b, *dims, int(write[t]), clip, xis_p[k], states_p[k], states_p[k + 1], rs_p[k + 1])
+                k += 1
+                torch.mm(rs_v[k], w_read, out=gr)
+            if t + 1 < steps and not cuw[t + 1]:
+                torch.mm(hs_v[t + 1], w_hh, out=hh)
+        dec_rows = [kidx[t] + 1 for t in range(te, steps)]  # each decoder step's r in rs
+        ctx.plan = plan
+        ctx.meta = (te, td, kidx, anchors, dec_rows)
+        ctx.weights = (w_hh, w_read, w_xi, cell_params)
+        return ws.hs[te + 1:].clone(), ws.rs[dec_rows]
+
+    @staticmethod
+    def backward(ctx, d_hdec, d_rdec):
+        plan = ctx.plan
+        ws = plan.workspace
+        te, td, kidx, anchors, dec_rows = ctx.meta
+        w_hh, w_read, w_xi, cell_params = ctx.weights
+        write, active, cuw = plan.write, plan.active, plan.cuw
+        steps = te + td
+        b, hsz = ws.hs.shape[1], ws.hs.shape[2]
+        g = w_hh.shape[1]
+        attn_params = list(plan.attention.parameters()) if plan.attention is not None else []
+
+        dz, dxis, d_rs, dh_pending = ws.dz, ws.dxis, ws.d_rs, ws.dh_pending
+        dz_v, dxis_v, d_rs_v, dh_pending_v, hs_v = ws.dz_v, ws.dxis_v, ws.d_rs_v, ws.dh_pending_v, ws.hs_v
+        dz_p, dxis_p, d_rs_p, hs_p, cs_p, saved_p, xis_p, states_p = (ws.dz_p, ws.dxis_p, ws.d_rs_p, ws.hs_p,
+                                                                      ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p)
+        dh_pending.zero_()
+        if d_hdec is not None:
+            dh_pending[te + 1:] = d_hdec
+        d_rs.zero_()
+        if d_rdec is not None:
+            d_rs[dec_rows] = d_rdec
+        ws.d_state.zero_()
+        d_state_p = [ws.d_state[0].data_ptr(), ws.d_state[1].data_ptr()]
+        cur = 0  # which half of ws.d_state holds the gradient of the current state
+        dh, dc, dzsum = ws.dh, ws.dc, ws.dzsum
+        dc.zero_()
+        dh_p, dc_p, scratch_p = dh.data_ptr(), dc.data_ptr(), ws.scratch.data_ptr()
+        spanned = False
+        d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
+        d_cell_p, params_p = _ptr(d_cell), _ptr(cell_params)
+        d_attn = [torch.zeros_like(p) for p in attn_params]
+        w_hh_t, w_xi_t, w_read_t = w_hh.t(), w_xi.t(), w_read.t()
+        cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
+        mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
+        dims, clip = plan.dims, plan.clip
+        for t in range(steps - 1, -1, -1):
+            k = kidx[t]
+            if active[t]:
+                mem_bwd(b, *dims, int(write[t]), clip, xis_p[k], states_p[k], d_state_p[cur], d_rs_p[k + 1],
+                        d_state_p[1 - cur], dxis_p[k])
+                cur = 1 - cur
+            # dh_t: from outside, from z_{t+1} (unless CUW replaced h_t there) and from xi_t
+            if t + 1 < steps and not cuw[t + 1]:
+                torch.addmm(dh_pending_v[t + 1], dz_v[t + 1], w_hh_t, out=dh)
+            else:
+                dh.copy_(dh_pending_v[t + 1])
+            if active[t]:
+                dh.addmm_(dxis_v[k], w_xi_t)
+            cell_bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_p, dc_p, dz_p[t], g, d_cell_p, scratch_p)
+            if cuw[t]:
+                _attention_backward(plan.attention, anchors[t][1], t, ws.hs, ws.rs_v[k], dz_v[t] @ w_hh_t,
+                                    dh_pending, d_rs_v[k], attn_params, d_attn)
+            # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span
+            if spanned:
+                dzsum.add_(dz_v[t])
+            if t == 0 or active[t - 1]:
+                d_rs_v[k].addmm_(dzsum if spanned else dz_v[t], w_read_t)
+                spanned = False
+            elif not spanned:
+                dzsum.copy_(dz_v[t])
+                spanned = True
+        need = ctx.needs_input_grad
+        d_gx_enc = dz[:te] if need[1] else None
+        d_gx_dec = dz[te:] if need[2] else None
+        d_w_hh = d_w_read = d_w_xi = None
+        if need[3]:
+            hin = ws.hs[:steps]
+            if anchors:  # a CUW write step's z used a_t, not h_{t-1}
+                hin = hin.clone()
+                for t, (a, _) in anchors.items():
+                    hin[t] = a
+            d_w_hh = hin.reshape(-1, hsz).t() @ dz.reshape(-1, g)
+        if need[4]:
+            d_w_read = ws.rs[kidx].reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
+        if need[5]:
+            act_rows = [t + 1 for t in range(steps) if active[t]]
+            d_w_xi = ws.hs[act_rows].reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
+        d_state = ws.d_state[cur].clone() if need[7] else None
+        d_r0 = d_rs[0].clone() if need[8] else None
+        # the input projections' gradients are views of the workspace: copies where autograd could keep them
+        if d_gx_enc is not None and plan.gx_leaf[0]:
+            d_gx_enc = d_gx_enc.clone()
+        if d_gx_dec is not None and plan.gx_leaf[1]:
+            d_gx_dec = d_gx_dec.clone()
+        ws.reserved = False
+        return (None, d_gx_enc, d_gx_dec, d_w_hh, d_w_read, d_w_xi, d_cell if need[6] else None,
+                d_state, d_r0, *d_attn)
+
+
+def _attention_backward(attention, rows: List[int], t: int, hs, r, d_a, dh_pending, d_r, params, d_params) -> None:
+    """CUW's attention at write step t, replayed under autograd: the gradient d_a of a_t goes to h_{t-1}
+    (the query), to the cached states hs[rows], to r_{t-1} and to the attention's parameters."""
+    with torch.enable_grad():
+        query = hs[t].detach().requires_grad_()
+        cache = hs[rows].detach().requires_grad_()  # (n, B, H)
+        r_in = r.detach().requires_grad_()
+        a, _ = attention(query, cache.transpose(0, 1), r_in)
+        grads = torch.autograd.grad(a, [query, cache, r_in, *params], d_a)
+    dh_pending[t] += grads[0]
+    dh_pending.index_add_(0, torch.tensor(rows, device=hs.device), grads[1])
+    d_r += grads[2]
+    for acc, grad in zip(d_params, grads[3:]):
+        acc += grad
