@@ -1,17 +1,21 @@
-"""Estimated CPU-core hours of each study's ``paper`` profile, eager and with train.compile=auto.
+"""Estimated CPU-core hours of each study's ``paper`` profile: eager, and on the default path.
 
     PYTHONPATH=. python benchmarks/paper_hours.py [--json PATH] [--measured reports/*/runs.csv]
 
-With ``--measured``, the default-path cost of a step is taken from the given report snapshots instead:
+With ``--measured``, the cost of a step on a run that does not take the native path is taken from the
+given report snapshots instead:
 per model and writer, the median of ``mean_seconds_per_100 / (100 x steps per sequence)`` over their
 finished runs on the synthetic tasks (whose steps per sequence follow from T alone), at the lengths those
 runs had (compiled where ``auto`` compiled them); the eager column keeps the constants below.
 
 A rough model from the per-step costs measured on the 2-core CPU machine (benchmarks/README.md), at
 one thread per run (one core each): one update costs ``steps per sequence x per-step cost`` (forward +
-loss + backward, DNC and NTM 2.5 ms eager and 1.5 ms compiled per step, the LSTM baseline 1.1 ms),
-every ``eval_every`` updates ``eval_batches`` forward passes of a third of an update each (always eager),
-plus the final test (not counted) and, for a compiled run, ``COMPILE_SECONDS`` of compilation. The
+loss + backward, DNC and NTM 2.5 ms eager and 1.5 ms compiled per step, on the native path
+``NATIVE_STEP_S``, the LSTM baseline 1.1 ms), every ``eval_every`` updates ``eval_batches`` forward
+passes of a third of an update each (on the run's path where it is native, else eager), plus the
+final test (not counted) and, for a compiled run, ``COMPILE_SECONDS`` of compilation. The default path
+is the one ``uwbench train`` takes (training/compile_policy.py): native for the DNC and NTM with the
+controllers the kernels implement, otherwise ``train.compile=auto``'s choice (the pixel studies' GRU). The
 per-step costs were measured at the paper's sizes (batch 64, H = 100, N = 4, W = 64); wider
 controllers, larger batches and bigger memories cost more per step, so the figures are a lower bound
 for Table 3, whose memories are larger (N up to 60). Document classification (Table 4) has
@@ -26,6 +30,8 @@ import sys
 
 EAGER_STEP_S = {"dnc": 2.5e-3, "ntm": 2.5e-3, "lstm": 1.1e-3}
 COMPILED_STEP_S = {"dnc": 1.5e-3, "ntm": 1.5e-3}
+# the native path, headline run of benchmarks/README.md (copy T = 50: ms per iteration / 102 steps)
+NATIVE_STEP_S = {"dnc": 0.85e-3, "ntm": 0.85e-3}
 EVAL_FRACTION = 1 / 3  # a no-grad forward pass against forward + backward
 # Tasks whose data may be missing here, with their fixed sequence length: 784 pixels and the class.
 FIXED_STEPS = {"pixel_mnist": 785, "pixel_mnist_permuted": 785}
@@ -69,6 +75,9 @@ def measured_step_costs(paths) -> dict:
 
 def estimate(path: str, measured: dict | None = None):
     from uwbench.models.mann import MANN
+    from uwbench.models.native import NATIVE_CELLS
+
+    NATIVE_CONTROLLERS = {cell.kernel for cell in NATIVE_CELLS.values()}
     from uwbench.spec import load_plan
     from uwbench.training.compile_policy import should_compile
     from uwbench.training.compile_policy import COMPILE_SECONDS
@@ -88,10 +97,15 @@ def estimate(path: str, measured: dict | None = None):
         model = run.model_name if run.model_name in EAGER_STEP_S else "dnc"
         evals = (tc.steps // tc.eval_every) * tc.eval_batches * steps * EAGER_STEP_S[model] * EVAL_FRACTION
         e = tc.steps * steps * EAGER_STEP_S[model] + evals
+        native = (run.model_name in NATIVE_STEP_S and tc.native is not False and tc.compile is not True
+                  and getattr(run.model_cfg, "controller", None) in NATIVE_CONTROLLERS)
         saving = MANN.compiled_step_saving if model in COMPILED_STEP_S else 0.0
-        compiled = should_compile(tc.compile, saving, tc.steps, steps)
+        compiled = not native and should_compile(tc.compile, saving, tc.steps, steps)
         step_s = (measured or {}).get((run.model_name, getattr(run.model_cfg, "writer", "none")))
-        if step_s is not None:
+        if native:
+            a = (tc.steps * steps * NATIVE_STEP_S[model]
+                 + evals * NATIVE_STEP_S[model] / EAGER_STEP_S[model])
+        elif step_s is not None:
             a = tc.steps * steps * step_s + evals + (COMPILE_SECONDS if compiled else 0.0)
         elif compiled:
             a = tc.steps * steps * COMPILED_STEP_S[model] + evals + COMPILE_SECONDS

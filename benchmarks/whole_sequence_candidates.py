@@ -1,9 +1,10 @@
 """The whole-sequence candidates side by side, interleaved in one process (benchmarks/README.md,
 "Whole sequences per call"): regular DNC, copy T = 50, batch 64, H = 100, D = 4, W = 64, 1 thread.
 
-    PYTHONPATH=. python benchmarks/whole_sequence_candidates.py eager step chunk2 chunk4 > OUT.json
+    PYTHONPATH=. python benchmarks/whole_sequence_candidates.py eager step native chunk2 chunk4 > OUT.json
 
-``eager``: the plain model; ``step``: ``compile_steps()`` (one graph per kind of step, the kept path);
+``eager``: the plain model; ``step``: ``compile_steps()`` (one graph per kind of step); ``native``: the
+C++ whole-sequence path (``use_native``, the kept one: the default of ``uwbench train`` on CPU);
 ``chunkK``: K steps per compiled call with the write schedule baked in (a prototype for the regular and
 uniform writers only: no CUW cache across chunks, no traces). Prints the timings as JSON.
 """
@@ -58,6 +59,8 @@ for name in sys.argv[1:]:
     model = build_model("dnc", task.input_size, task.output_size, {}, task=task)
     if name == "step":
         model.compile_steps(); fwd = model
+    elif name == "native":
+        model.use_native(True); fwd = model
     elif name.startswith("chunk"):
         fwd = chunked_forward(model, int(name[5:]))
     else:

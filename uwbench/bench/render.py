@@ -50,7 +50,7 @@ def _writers(w: Dict[str, Any]) -> List[str]:
         return f"{fmt(r['ms'][k])}: {r['reduction'][k]:.0%} ({r['expected_reduction'][k]:.0%})"
 
     for r in w["rows"]:
-        model = r["model"] + (" (compiled)" if r.get("compiled") else "")
+        model = r["model"] + (" (compiled)" if r.get("compiled") else " (native)" if r.get("native") else "")
         lines.append(f"| {model} | {r['task']} | {r['encoder_steps']}+{r['decoder_steps']} "
                      f"| {fmt(r['ms']['regular'])} | {cell(r, 'uniform')} | {cell(r, 'cached_uniform')} "
                      f"| {fmt(r['ms'][NO_ENCODER_MEMORY])}: {r['encoder_memory_share']:.0%} |")
@@ -58,7 +58,7 @@ def _writers(w: Dict[str, Any]) -> List[str]:
 
 
 def _trainer(t: Dict[str, Any]) -> List[str]:
-    return ["", f"Trainer overhead (dnc regular, {t['config']['runs']} runs of {t['config']['updates_per_run']} "
+    return ["", f"Trainer overhead ({t['config']['model']}, {t['config']['runs']} runs of {t['config']['updates_per_run']} "
                 f"timed updates, CPU medians): {t['trainer_ms_per_update']} ms per update, of which "
                 f"{t['model_ms_in_trainer']} ms are the model's forward+loss+backward: the trainer adds "
                 f"{t['overhead']:+.1%}. The same model at its initial weights on a fixed batch: "
@@ -68,8 +68,8 @@ def _trainer(t: Dict[str, Any]) -> List[str]:
 def _end_to_end(e: Dict[str, Any]) -> List[str]:
     c, w = e["config"], e["wall_s"]
     return ["", f"End to end: `uwbench train` of {c['steps']} DNC updates on copy T={c['seq_len']} (batch "
-                f"{c['batch']}), two subprocesses started together, cold Inductor cache: default "
-                f"(train.compile=auto) {w['default']} s wall, eager (train.compile=false) {w['eager']} s: "
+                f"{c['batch']}), two subprocesses started together, cold caches: default settings "
+                f"{w['default']} s wall, eager (train.native=false, train.compile=false) {w['eager']} s: "
                 f"{e['speedup']:.2f}x." + (f" Errors: {e['errors']}" if e.get("errors") else "")]
 
 

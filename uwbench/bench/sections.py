@@ -42,6 +42,13 @@ def _row(workload: Workload, timing: Timing, **extra) -> Dict[str, Any]:
             **timing.as_dict(), **extra}
 
 
+def native_path() -> bool:
+    """Whether the native kernels build here (the tables then show the native path, the default one)."""
+    from uwbench import native
+
+    return native.available()
+
+
 def headline(cfg: Dict[str, Any], repeats: int, warmup: int, compile: bool, log=print) -> Dict[str, Any]:
     """The paper's Table-1 setting: every model, side by side (interleaved)."""
     task = make_task("copy", cfg["seq_len"])
@@ -53,13 +60,22 @@ def headline(cfg: Dict[str, Any], repeats: int, warmup: int, compile: bool, log=
         workloads.append(uwbench_workload("dnc", task, batch, {**mem, "writer": writer}))
     for writer in ("regular", "uniform"):
         workloads.append(uwbench_workload("ntm", task, batch, {**mem, "writer": writer}))
+    notes = []
+    if native_path():
+        for writer in WRITERS:
+            workloads.append(uwbench_workload("dnc", task, batch, {**mem, "writer": writer}, native=True))
+        for writer in ("regular", "uniform"):
+            workloads.append(uwbench_workload("ntm", task, batch, {**mem, "writer": writer}, native=True))
+    else:
+        from uwbench import native
+
+        notes.append(f"native path skipped: {native.unavailable_reason()}")
     if compile:
         workloads.append(uwbench_workload("lstm", task, batch, lstm, compile=True,
                                           label=f"lstm ({LSTM_HIDDEN}, ours) (compiled)"))
         for writer in WRITERS:
             workloads.append(uwbench_workload("dnc", task, batch, {**mem, "writer": writer}, compile=True))
         workloads.append(uwbench_workload("ntm", task, batch, {**mem, "writer": "regular"}, compile=True))
-    notes = []
     if pypi_dnc_available() is None:
         notes.append(f"PyPI dnc skipped: `import dnc` failed (install it: pip install 'uwbench[bench]', "
                      f"i.e. dnc=={PYPI_DNC_VERSION})")
@@ -82,14 +98,18 @@ def headline(cfg: Dict[str, Any], repeats: int, warmup: int, compile: bool, log=
 def writers(cfg: Dict[str, Any], repeats: int, warmup: int, tasks: Sequence[str] = WRITER_TASKS,
             compile: bool = False, log=print) -> Dict[str, Any]:
     """UW and CUW against regular writing per task, and the bound: the share of the time that is the
-    encoder's memory work (regular vs a model whose encoder never writes). Keys are writer names."""
+    encoder's memory work (regular vs a model whose encoder never writes). Keys are writer names. The
+    models run on the default path: native where the kernels build (else eager, or compiled with
+    ``compile``)."""
     mem = memory_values(cfg)
+    native = not compile and native_path()
     out = []
     for model_name, task_name in [("dnc", t) for t in tasks] + [("ntm", tasks[0])]:
         task = make_task(task_name, cfg["seq_len"])
         batch = make_batch(task, cfg["batch"])
         kinds = WRITERS + (NO_ENCODER_MEMORY,) if model_name == "dnc" else ("regular", "uniform", NO_ENCODER_MEMORY)
-        workloads = {k: uwbench_workload(model_name, task, batch, {**mem, "writer": k}, compile=compile) for k in kinds}
+        workloads = {k: uwbench_workload(model_name, task, batch, {**mem, "writer": k}, compile=compile, native=native)
+                     for k in kinds}
         log(f"writers: {model_name} on {task_name} ({len(kinds)} candidates x {repeats} rounds)")
         timings = interleave({k: w.run for k, w in workloads.items()}, repeats, warmup)
         regular = timings["regular"].cpu_ms
@@ -97,7 +117,7 @@ def writers(cfg: Dict[str, Any], repeats: int, warmup: int, tasks: Sequence[str]
         share = 1 - timings[NO_ENCODER_MEMORY].cpu_ms / regular
         sparse = [k for k in kinds if k not in ("regular", NO_ENCODER_MEMORY)]
         held = {k: 1 - sum(workloads[k].model.writer.schedule(te)) / te for k in sparse}
-        out.append({"model": model_name, "compiled": compile, "task": task_name,
+        out.append({"model": model_name, "compiled": compile, "native": native, "task": task_name,
                     "encoder_steps": te, "decoder_steps": batch.decoder_inputs.shape[1],
                     "ms": {k: round(t.cpu_ms, 2) for k, t in timings.items()},
                     "wall_ms": {k: round(t.wall_ms, 2) for k, t in timings.items()},
@@ -115,19 +135,22 @@ def trainer_overhead(cfg: Dict[str, Any], repeats: int, updates: int = 10, log=p
     time. Primary figure: the trainer's own split of each update (``model_cpu_seconds_per_100``), so both
     sides come from the same updates of the same, training model. Also given: the same model at its
     initial weights on a fixed batch, in rounds alternating with the trainer's (a model in training runs
-    a few percent slower than one at its initial weights, which is no cost of the trainer). Both eager."""
+    a few percent slower than one at its initial weights, which is no cost of the trainer). Both on the
+    default path (native where the kernels build, else eager)."""
     import torch
 
     from uwbench.training.loop import train
 
+    native = native_path()
     model = {"name": "dnc", **memory_values(cfg)}
     run_cfg = {"task": {"name": "copy", "seq_len": cfg["seq_len"], "test_size": cfg["batch"]},
                "model": model,
                "train": {"steps": updates + 1, "batch_size": cfg["batch"], "eval_every": 10 ** 6,
-                         "eval_batches": 1, "threads": torch.get_num_threads(), "compile": False}}
+                         "eval_batches": 1, "threads": torch.get_num_threads(), "compile": False,
+                         "native": native}}
     task = make_task("copy", cfg["seq_len"])
     batch = make_batch(task, cfg["batch"])
-    iso = uwbench_workload("dnc", task, batch, {k: v for k, v in model.items() if k != "name"})
+    iso = uwbench_workload("dnc", task, batch, {k: v for k, v in model.items() if k != "name"}, native=native)
     for _ in range(2):
         iso.run()
     log(f"trainer overhead: {repeats} runs of {updates} timed updates, alternating with the model alone")
@@ -145,7 +168,8 @@ def trainer_overhead(cfg: Dict[str, Any], repeats: int, updates: int = 10, log=p
                     iso.run()
                 iso_ms.append((time.process_time() - c0) / updates * 1e3)
         fresh.append(trainer_ms[-1] / iso_ms[-1])
-    return {"config": {**cfg, "model": "dnc regular", "updates_per_run": updates, "runs": repeats},
+    return {"config": {**cfg, "model": "dnc regular" + (" (native)" if native else ""), "updates_per_run": updates,
+                       "runs": repeats},
             "trainer_ms_per_update": round(statistics.median(trainer_ms), 2),
             "model_ms_in_trainer": round(statistics.median(model_ms), 2),
             "model_ms_initial_weights": round(statistics.median(iso_ms), 2),
@@ -154,21 +178,23 @@ def trainer_overhead(cfg: Dict[str, Any], repeats: int, updates: int = 10, log=p
 
 
 def end_to_end(cfg: Dict[str, Any], updates: int, log=print) -> Dict[str, Any]:
-    """Wall time of ``uwbench train --task copy --model dnc`` with the default settings (train.compile=auto)
-    and with ``--set train.compile=false`` (the eager path), as two subprocesses started together so that
-    load hits both alike. Each gets a fresh runs folder, so its Inductor cache is cold: the compilation is
-    in the figure."""
+    """Wall time of ``uwbench train --task copy --model dnc`` with the default settings (the native path
+    where the kernels build, else train.compile=auto) and with ``--set train.native=false
+    train.compile=false`` (the eager path, the default before either existed), as two subprocesses
+    started together so that load hits both alike. Each gets a fresh runs folder, so its Inductor cache is
+    cold: a compilation is in the figure; so is the native kernels' build, whose cache is made cold too."""
     argv = [sys.executable, "-m", "uwbench", "train", "--task", "copy", "--model", "dnc", "--no-progress",
             "--seq-len", str(cfg["seq_len"]), "--steps", str(updates), "--batch-size", str(cfg["batch"]),
             "--hidden-size", str(cfg["hidden"]), "--memory-size", str(cfg["memory_size"]),
             "--set", f"model.word_size={cfg['word_size']}"]
-    variants = {"default": [], "eager": ["--set", "train.compile=false"]}
+    variants = {"default": [], "eager": ["--set", "train.compile=false", "--set", "train.native=false"]}
     log(f"end to end: {updates} DNC updates, default and eager side by side")
     procs, started, walls, errors = {}, {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="uwbench-bench-") as tmp:
         for name, extra in variants.items():
             env = {**os.environ, "UWBENCH_RUNS_DIR": os.path.join(tmp, name)}
             env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # a cold cache under the fresh runs folder
+            env["UWBENCH_NATIVE_CACHE"] = os.path.join(tmp, name, "native")  # and a fresh kernel build
             started[name] = time.perf_counter()
             procs[name] = subprocess.Popen(argv + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                            text=True)

@@ -29,8 +29,9 @@ PEAK_MEMORY_VS_PYPI = 0.5
 
 
 def _fastest(rows: Dict[str, Dict[str, Any]], model: str, writer: str) -> Optional[Dict[str, Any]]:
-    """The faster of a model's eager and compiled rows (CPU-time medians)."""
-    found = [rows[i] for i in (workload_id(model, writer), workload_id(model, writer, True)) if i in rows]
+    """The fastest of a model's eager, compiled and native rows (CPU-time medians)."""
+    ids = (workload_id(model, writer), workload_id(model, writer, True), workload_id(model, writer, native=True))
+    found = [rows[i] for i in ids if i in rows]
     return min(found, key=lambda r: r["median_cpu_ms"]) if found else None
 
 

@@ -2,8 +2,10 @@
 
 An iteration is: gradients set to None, the forward pass over the encoder and decoder steps, the
 task's loss (mean token cross-entropy over the decoder steps) and the backward pass. Every workload has
-an ``id`` that results are keyed by (``dnc:regular``, ``dnc:regular:compiled``, ``lstm``,
-``nn_lstm``, ``pypi_dnc``) and a display ``label`` for the tables.
+an ``id`` that results are keyed by (``dnc:regular``, ``dnc:regular:compiled``, ``dnc:regular:native``,
+``lstm``, ``nn_lstm``, ``pypi_dnc``) and a display ``label`` for the tables. A model's three paths
+(training/compile_policy.py): plain id the eager path, ``:compiled`` torch.compile'd steps,
+``:native`` the C++ whole-sequence path (what ``uwbench train`` runs by default).
 
 The default configuration is the paper's Table 1 (``PAPER``, §4 of the paper): copy with T = 50
 (51 encoder + 51 decoder steps), batch 64, controller H = 100, memory D = N = 4 slots of W = 64, one
@@ -24,9 +26,10 @@ NN_LSTM = "nn_lstm"
 PYPI_DNC = "pypi_dnc"
 
 
-def workload_id(model_name: str, writer: Optional[str] = None, compiled: bool = False) -> str:
-    """The id of one of our models: ``model[:writer][:compiled]``."""
-    return ":".join([model_name] + ([writer] if writer else []) + (["compiled"] if compiled else []))
+def workload_id(model_name: str, writer: Optional[str] = None, compiled: bool = False, native: bool = False) -> str:
+    """The id of one of our models: ``model[:writer][:compiled|:native]``."""
+    path = ["compiled"] if compiled else ["native"] if native else []
+    return ":".join([model_name] + ([writer] if writer else []) + path)
 
 
 @dataclass
@@ -69,9 +72,10 @@ def iteration(model, loss_fn) -> Callable[[], None]:
 
 
 def uwbench_workload(model_name: str, task, batch, values: Optional[Dict[str, Any]] = None,
-                     compile: bool = False, label: Optional[str] = None) -> Workload:
+                     compile: bool = False, label: Optional[str] = None, native: bool = False) -> Workload:
     """One of our registered models (``values``: its config) on ``batch``; ``compile`` puts its step
-    function under torch.compile (``compile_steps``). ``writer="no_encoder_memory"`` builds the regular
+    function under torch.compile (``compile_steps``), ``native`` runs it on the native whole-sequence path
+    (``use_native``). ``writer="no_encoder_memory"`` builds the regular
     model and then replaces its writer by one that never writes in the encoder (the bound)."""
     import torch
 
@@ -79,8 +83,9 @@ def uwbench_workload(model_name: str, task, batch, values: Optional[Dict[str, An
 
     values = dict(values or {})
     writer = values.get("writer") if model_name != "lstm" else None
-    wid = workload_id(model_name, writer, compile)
-    label = label or f"{model_name} {writer or ''}".strip() + (" (compiled)" if compile else "")
+    wid = workload_id(model_name, writer, compile, native)
+    label = label or f"{model_name} {writer or ''}".strip() + (" (compiled)" if compile else " (native)" if native
+                                                               else "")
     no_memory = writer == NO_ENCODER_MEMORY
     if no_memory:
         values["writer"] = "regular"
@@ -90,6 +95,8 @@ def uwbench_workload(model_name: str, task, batch, values: Optional[Dict[str, An
         model.writer = NoEncoderMemoryWriter(model.cfg, None)
     if compile:
         model.compile_steps()
+    if native:
+        model.use_native(True)
     run = iteration(model, lambda: task.loss(model(batch.inputs, batch.decoder_inputs), batch))
     return Workload(wid, label, run, model.num_parameters(), model=model)
 

@@ -120,7 +120,8 @@ def _train_and_print(config, mlrun, args) -> int:
         print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
         return 1
     print(f"test {result.metric}: {result.test:.4f}  (best eval {result.best_eval:.4f} at update {result.best_step}; "
-          f"{result.seconds_per_100:.2f} s per 100 updates; {result.num_parameters:,} parameters)")
+          f"{result.seconds_per_100:.2f} s per 100 updates on the {result.path} path; "
+          f"{result.num_parameters:,} parameters)")
     print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
     print(link_line(args.experiment, mlrun.experiment_id, args.tracking_uri))
     return 0

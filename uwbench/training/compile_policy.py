@@ -1,7 +1,19 @@
-"""When a run's step function goes under ``torch.compile``: the ``train.compile`` setting.
+"""Which execution path a run takes: the ``train.native`` and ``train.compile`` settings.
 
-``true`` and ``false`` are obeyed as given (``false`` is the eager path). ``auto``, the default,
-compiles when the time compiling saves over the run exceeds what the compilation costs, from two
+Three paths compute the same function (each checked against the plain one in the tests): ``native``,
+the memory models' whole sequence through C++ kernels as one autograd node (``models/native.py``, the
+fastest by far on a CPU and without a compilation to wait for); ``compiled``, the per-step function
+under ``torch.compile``; ``eager``, plain torch.
+
+``train.native``: ``true`` takes the native path or fails naming why it cannot (a GRU controller, a
+CUDA device, no C++ compiler); ``false`` never takes it; ``auto``, the default, takes it wherever it
+applies, unless ``train.compile=true`` asks for the compiled path. Where ``auto`` cannot take it
+(an unsupported model or device: the LSTM baseline, a GRU controller, CUDA) the run goes on with
+``train.compile``'s decision below, and a missing compiler is reported as a warning that says how to
+get the native path. ``native=true`` with ``compile=true`` is an error: they are two paths.
+
+``train.compile`` (on runs that do not take the native path): ``true`` and ``false`` are obeyed as
+given (``false`` is the eager path). ``auto``, the default, compiles when the time compiling saves over the run exceeds what the compilation costs, from two
 figures measured on a 2-core CPU machine (benchmarks/README.md, "Fast by default"):
 
     saved    = updates x (encoder + decoder steps per sequence) x model.compiled_step_saving
@@ -20,6 +32,7 @@ unsteadily to count on (8% faster with the machine to itself, 5% slower under lo
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Union
 
 COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step on the measuring machine (30-60 s)
@@ -40,3 +53,35 @@ def should_compile(setting: Union[bool, str], saving_per_step: Optional[float], 
     if not saving_per_step or steps_per_sequence is None:
         return False
     return estimated_saving(updates, steps_per_sequence, saving_per_step) > COMPILE_SECONDS
+
+
+def native_decision(model, model_name: str, native, compile_setting) -> bool:
+    """Whether the run takes the native path (see the module docstring); raises ``ValueError`` for a
+    ``native=true`` the model cannot have."""
+    if native is not True and native is not False and native != "auto":
+        raise ValueError(f"`train.native` must be auto, true or false, got {native!r}")
+    if native is False:
+        return False
+    if native is True and compile_setting is True:
+        raise ValueError("train.native=true and train.compile=true ask for two different paths: set one of "
+                         "them to false")
+    if getattr(model, "use_native", None) is None:
+        if native is True:
+            raise ValueError(f"train.native=true needs a memory model (dnc or ntm), got {model_name!r}; set "
+                             "train.native=auto or false")
+        return False
+    if native is True:
+        return True  # model.use_native raises with the reason if it cannot
+    if compile_setting is True:
+        return False
+    from uwbench import native as kernels
+    from uwbench.models.native import unsupported_reason
+
+    param = next(model.parameters())
+    if unsupported_reason(model, param.device, param.dtype) is not None:
+        return False
+    reason = kernels.unavailable_reason()
+    if reason is not None:
+        warnings.warn(f"the native path is unavailable, the run takes the torch path: {reason}", stacklevel=2)
+        return False
+    return True

@@ -30,6 +30,10 @@ class TrainConfig:
     # auto | true | false: run the model's step function under torch.compile; auto does so when the run is
     # long enough for the compilation to pay for itself (uwbench/training/compile_policy.py)
     compile: Union[Literal["auto"], bool] = "auto"
+    # auto | true | false: run the memory models' steps through the native C++ kernels (one autograd node per
+    # sequence, uwbench/models/native.py); auto does so wherever they apply (CPU, float32/64, the ln_lstm, lstm
+    # and rnn controllers) unless train.compile=true asks for the compiled path (compile_policy.py)
+    native: Union[Literal["auto"], bool] = "auto"
     checkpoint_every: Optional[int] = 1  # save a resumable checkpoint every N evaluations; 0 or None: never
 
     def __post_init__(self):

@@ -70,6 +70,7 @@ class RunResult:
     model_cpu_seconds_per_100: Optional[float] = None  # of that, the model's forward, loss and backward
     first_update_seconds: Optional[float] = None
     threads: Optional[int] = None  # torch intra-op threads used
+    path: Optional[str] = None  # the execution path: native | compiled | eager (training/compile_policy.py)
     eval_seconds: float = 0.0
     test_seconds: float = 0.0
     checkpoint_seconds: float = 0.0  # writing mid-run checkpoints (outside every other timing)
@@ -125,6 +126,21 @@ def enable_compile(model, model_name: str, setting=True, updates: int = 0, steps
         return False
     compile_steps()
     return True
+
+
+def choose_path(model, model_name: str, tc, task) -> str:
+    """Set the model up for the execution path the ``native`` and ``compile`` settings ask for and return
+    its name: ``native`` (the C++ whole-sequence path), ``compiled`` or ``eager``
+    (``training/compile_policy.py`` has the rules)."""
+    from uwbench.training.compile_policy import native_decision
+
+    if native_decision(model, model_name, tc.native, tc.compile):
+        model.use_native(True)
+        return "native"
+    auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
+    compiled = tc.compile is not False and enable_compile(
+        model, model_name, tc.compile, tc.steps, steps_per_sequence(task) if auto else None)
+    return "compiled" if compiled else "eager"
 
 
 def steps_per_sequence(task) -> int:
@@ -240,15 +256,13 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
     tc = resolved.train
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
-    auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
-    compiled = tc.compile is not False and enable_compile(
-        model, resolved.model_name, tc.compile, tc.steps, steps_per_sequence(task) if auto else None)
+    path = choose_path(model, resolved.model_name, tc, task)
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
     generators = {"train": train_gen, "eval": eval_gen}
     result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters(),
-                       threads=torch.get_num_threads())
+                       threads=torch.get_num_threads(), path=path)
     result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
     counters = _Counters()
     best_state = None
@@ -271,7 +285,7 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
                 run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
                       "torch_threads": result.threads, "resumes": counters.resumes,
-                      "compiled": bool(compiled)})
+                      "compiled": path == "compiled", "path": path})
         run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
 
     bar = None
