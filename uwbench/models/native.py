@@ -17,7 +17,7 @@ is held, as on the torch path. The backward runs the steps in reverse with the s
 step (the data gradients) and makes the weight gradients of all steps at the end, one product each
 (W_hh, W_xi, W_read). The memory kernels recompute a step's forward inside their backward, so the
 node keeps only the memory state before each active step and the step's interface. CUW's attention
-(a few small products at write steps only) stays in torch: its backward replays it under autograd.
+over the cached states is a kernel too (``native/cuw.cpp``), run at write steps only.
 
 Supported: CPU tensors in float32 or float64, the ``ln_lstm``, ``lstm`` and ``rnn`` controllers, the
 DNC and NTM memories, every writer (``NATIVE_CELLS`` and ``NATIVE_MEMORIES`` are the registries);
@@ -127,7 +127,7 @@ def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: Li
     write = schedule + [decoder_write] * td
     active = schedule + [True] * td
     sizes = (b, te, td, sum(active), ctrl.hidden_size, ctrl.weight_hh.shape[1], model.w_xi.shape[1],
-             mem.read_size, state0.shape[1], dtype)
+             mem.read_size, state0.shape[1], dtype, attention.v.shape[0] if attention is not None else 0)
     plan = _Plan(lib=lib, sfx=_SUFFIX[dtype], cell=cell, memory=memory, dims=memory.dims(mem),
                  clip=float(model.cfg.interface_clip), write=write, active=active,
                  cuw=[attention is not None and t < te and schedule[t] for t in range(te + td)] + [False],
@@ -162,7 +162,8 @@ class _Workspace:
     finds it reserved (two graphs alive at once) gets buffers of its own."""
 
     def __init__(self, sizes, lib, cell: NativeCell):
-        b, te, td, n_active, hsz, g, x, rsz, ssz, dtype = sizes
+        b, te, td, n_active, hsz, g, x, rsz, ssz, dtype, cached_width = sizes
+        cached = cached_width > 0
         steps = te + td
         opts = dict(dtype=dtype)
         saved_size = max(getattr(lib, f"{cell.kernel}_saved_size")(hsz), 1)
@@ -177,6 +178,11 @@ class _Workspace:
         self.gr = torch.empty(b, g, **opts)  # r's projection, kept while r is held
         # backward
         self.dz = torch.empty(steps, b, g, **opts)  # dL/dz_t, also the input projections' gradient
+        self.hin = torch.empty(steps, b, hsz, **opts) if cached else None  # each z's h: h_{t-1} or CUW's a_t
+        # CUW: the cached states' projections h U_c (row i for hs row i), made per write window, and their
+        # gradients
+        self.proj = torch.zeros(te + 1, b, cached_width, **opts) if cached else None
+        self.d_proj = torch.zeros_like(self.proj) if cached else None
         self.dxis = torch.empty_like(self.xis)
         self.dh_pending = torch.empty(steps + 1, b, hsz, **opts)  # gradients reaching h_t from outside the chain
         self.d_rs = torch.empty_like(self.rs)  # gradients reaching each read vector
@@ -190,8 +196,9 @@ class _Workspace:
         self.dz_v, self.dxis_v, self.d_rs_v = self.dz.unbind(0), self.dxis.unbind(0), self.d_rs.unbind(0)
         self.dh_pending_v = self.dh_pending.unbind(0)
         self.hs_p, self.cs_p, self.saved_p, self.xis_p, self.states_p, self.rs_p, self.dz_p, self.dxis_p, \
-            self.d_rs_p = (_addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs,
-                                                   self.dz, self.dxis, self.d_rs))
+            self.d_rs_p, self.proj_p, self.d_proj_p = (
+                _addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs, self.dz,
+                                        self.dxis, self.d_rs, self.proj, self.d_proj))
 
 
 def _addresses(t: Optional[torch.Tensor]) -> List[Optional[int]]:
@@ -251,7 +258,13 @@ class _Sequence(torch.autograd.Function):
         enc_p, dec_p = gx_enc.data_ptr(), gx_dec.data_ptr()
         item = gx_enc.element_size()
         kidx = []  # index into states / rs of the state and r each step starts from
-        anchors: Dict[int, Tuple[torch.Tensor, List[int]]] = {}  # CUW write step -> (a_t, cached rows of hs)
+        anchors: Dict[int, tuple] = {}  # CUW write step -> (a_t, first cached row of hs, n, alpha, activations)
+        attn_params = [p.detach().contiguous() for p in attn_params]  # W_c (H, A), U_c (H, A), V_c (R, A), v (A,)
+        attn_p = [attn_params[i].data_ptr() for i in (0, 2, 3)] if attn_params else []  # the kernel takes W_c, V_c, v
+        width = attn_params[3].shape[0] if attn_params else 0  # A
+        cuw_fwd = plan.fn("cuw_fwd")
+        opts = dict(device=gx_enc.device, dtype=gx_enc.dtype)
+        rsz = w_read.shape[0]
         cache_rows: List[int] = []
         cell_fwd = plan.fn(f"{plan.cell.kernel}_fwd")
         mem_fwd = plan.fn(f"{plan.memory.kernel}_fwd")
@@ -261,10 +274,15 @@ class _Sequence(torch.autograd.Function):
             gx_p = enc_p + t * b * g * item if t < te else dec_p + (t - te) * b * g * item
             if plan.attention is not None and t < te:
                 cache_rows.append(t)  # h_{t-1}
-            if cuw[t]:  # a_t = attention over the cached states replaces h_{t-1}
-                with torch.no_grad():
-                    a, _ = plan.attention(hs_v[t], ws.hs[cache_rows].transpose(0, 1), rs_v[k])  # (B, H)
-                anchors[t] = (a, cache_rows)
+            if cuw[t]:  # a_t = attention over the cached states h_{first-1}..h_{t-1} replaces h_{t-1}
+                first, n = cache_rows[0], len(cache_rows)
+                # the cached states' projections d_j U_c, one product for the window
+                torch.mm(ws.hs[first:t + 1].view(-1, hsz), attn_params[1], out=ws.proj[first:t + 1].view(-1, width))
+                a = torch.empty(b, hsz, **opts)  # (B, H)
+                alpha, act = torch.empty(b, n, **opts), torch.empty(b, n, width, **opts)
+                cuw_fwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, ws.proj_p[first], b * width, rs_p[k],
+                        *attn_p, a.data_ptr(), alpha.data_ptr(), act.data_ptr())
+                anchors[t] = (a, first, n, alpha, act)
                 cache_rows = []
                 torch.mm(a, w_hh, out=hh)
             cell_fwd(b, hsz, gx_p, g, None if (t == 0 and not cuw[t]) else hh_p, g, gr_p, g, cs_p[t], params_p,
@@ -280,7 +298,7 @@ class _Sequence(torch.autograd.Function):
         dec_rows = [kidx[t] + 1 for t in range(te, steps)]  # each decoder step's r in rs
         ctx.plan = plan
         ctx.meta = (te, td, kidx, anchors, dec_rows)
-        ctx.weights = (w_hh, w_read, w_xi, cell_params)
+        ctx.weights = (w_hh, w_read, w_xi, cell_params, attn_params)
         return ws.hs[te + 1:].clone(), ws.rs[dec_rows]
 
     @staticmethod
@@ -288,12 +306,11 @@ class _Sequence(torch.autograd.Function):
         plan = ctx.plan
         ws = plan.workspace
         te, td, kidx, anchors, dec_rows = ctx.meta
-        w_hh, w_read, w_xi, cell_params = ctx.weights
+        w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
         write, active, cuw = plan.write, plan.active, plan.cuw
         steps = te + td
         b, hsz = ws.hs.shape[1], ws.hs.shape[2]
         g = w_hh.shape[1]
-        attn_params = list(plan.attention.parameters()) if plan.attention is not None else []
 
         dz, dxis, d_rs, dh_pending = ws.dz, ws.dxis, ws.d_rs, ws.dh_pending
         dz_v, dxis_v, d_rs_v, dh_pending_v, hs_v = ws.dz_v, ws.dxis_v, ws.d_rs_v, ws.dh_pending_v, ws.hs_v
@@ -315,6 +332,15 @@ class _Sequence(torch.autograd.Function):
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
         d_cell_p, params_p = _ptr(d_cell), _ptr(cell_params)
         d_attn = [torch.zeros_like(p) for p in attn_params]
+        # the kernel takes W_c and V_c transposed (its products with them run over H and R), and v
+        attn_t = [attn_params[0].t().contiguous(), attn_params[2].t().contiguous()] + attn_params[3:] if d_attn else []
+        attn_p = [p.data_ptr() for p in attn_t]
+        d_attn_p = [d_attn[i].data_ptr() for i in (0, 2, 3)] if d_attn else []
+        if d_attn:
+            ws.d_proj.zero_()
+        cuw_bwd = plan.fn("cuw_bwd")
+        rsz = w_read.shape[0]
+        dh_pending_p = _addresses(dh_pending)
         w_hh_t, w_xi_t, w_read_t = w_hh.t(), w_xi.t(), w_read.t()
         cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
         mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
@@ -333,9 +359,15 @@ class _Sequence(torch.autograd.Function):
             if active[t]:
                 dh.addmm_(dxis_v[k], w_xi_t)
             cell_bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_p, dc_p, dz_p[t], g, d_cell_p, scratch_p)
-            if cuw[t]:
-                _attention_backward(plan.attention, anchors[t][1], t, ws.hs, ws.rs_v[k], dz_v[t] @ w_hh_t,
-                                    dh_pending, d_rs_v[k], attn_params, d_attn)
+            if cuw[t]:  # the gradient of a_t: to h_{t-1}, the cached states, r_{t-1} and the attention
+                _, first, n, alpha, act = anchors[t]
+                d_a = dz_v[t] @ w_hh_t  # (B, H)
+                width = len(d_attn[3])
+                cuw_bwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
+                        alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
+                        ws.d_proj_p[first], b * width, d_rs_p[k], *d_attn_p)
+                # the projections' gradient through U_c, into the cached states (one product per window)
+                dh_pending[first:t + 1].view(-1, hsz).addmm_(ws.d_proj[first:t + 1].view(-1, width), attn_params[1].t())
             # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span
             if spanned:
                 dzsum.add_(dz_v[t])
@@ -352,15 +384,18 @@ class _Sequence(torch.autograd.Function):
         if need[3]:
             hin = ws.hs[:steps]
             if anchors:  # a CUW write step's z used a_t, not h_{t-1}
-                hin = hin.clone()
-                for t, (a, _) in anchors.items():
-                    hin[t] = a
+                hin = ws.hin
+                hin.copy_(ws.hs[:steps])
+                for t, anchor in anchors.items():
+                    hin[t] = anchor[0]
             d_w_hh = hin.reshape(-1, hsz).t() @ dz.reshape(-1, g)
         if need[4]:
             d_w_read = ws.rs[kidx].reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
         if need[5]:
             act_rows = [t + 1 for t in range(steps) if active[t]]
             d_w_xi = ws.hs[act_rows].reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
+        if d_attn:  # U_c's gradient: every cached state's projection gradient, in one product
+            d_attn[1] += ws.hs[:te].reshape(-1, hsz).t() @ ws.d_proj[:te].reshape(-1, d_attn[1].shape[1])
         d_state = ws.d_state[cur].clone() if need[7] else None
         d_r0 = d_rs[0].clone() if need[8] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them
@@ -371,19 +406,3 @@ class _Sequence(torch.autograd.Function):
         ws.reserved = False
         return (None, d_gx_enc, d_gx_dec, d_w_hh, d_w_read, d_w_xi, d_cell if need[6] else None,
                 d_state, d_r0, *d_attn)
-
-
-def _attention_backward(attention, rows: List[int], t: int, hs, r, d_a, dh_pending, d_r, params, d_params) -> None:
-    """CUW's attention at write step t, replayed under autograd: the gradient d_a of a_t goes to h_{t-1}
-    (the query), to the cached states hs[rows], to r_{t-1} and to the attention's parameters."""
-    with torch.enable_grad():
-        query = hs[t].detach().requires_grad_()
-        cache = hs[rows].detach().requires_grad_()  # (n, B, H)
-        r_in = r.detach().requires_grad_()
-        a, _ = attention(query, cache.transpose(0, 1), r_in)
-        grads = torch.autograd.grad(a, [query, cache, r_in, *params], d_a)
-    dh_pending[t] += grads[0]
-    dh_pending.index_add_(0, torch.tensor(rows, device=hs.device), grads[1])
-    d_r += grads[2]
-    for acc, grad in zip(d_params, grads[3:]):
-        acc += grad

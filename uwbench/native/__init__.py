@@ -24,7 +24,7 @@ import tempfile
 import threading
 from typing import Optional
 
-SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp")
+SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp")
 HEADERS = ("vmath.h",)
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-fopenmp-simd")
 COMPILER_ENV = "CXX"  # the compiler to use (default: c++, then g++, then clang++)
@@ -161,6 +161,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         getattr(lib, f"dnc_bwd_{sfx}").argtypes = [i, i, i, i, i, d, p, p, p, p, p, p]
         getattr(lib, f"ntm_fwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p]
         getattr(lib, f"ntm_bwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p, p, p]
+        getattr(lib, f"cuw_fwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l, p, l, p, p, p, p, p, p, p]
+        getattr(lib, f"cuw_bwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l, p, p, p, p, p, p, p, p, p, p, l, p, p, p, p]
     for name, n_args in (("ln_lstm_saved_size", 1), ("lstm_saved_size", 1), ("rnn_saved_size", 1),
                          ("dnc_state_size", 3), ("dnc_interface_size", 3), ("ntm_state_size", 2),
                          ("ntm_interface_size", 1)):
@@ -169,6 +171,6 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         fn.restype = i
     for fn in ("fwd", "bwd"):
         for sfx in ("f32", "f64"):
-            for prefix in ("ln_lstm", "lstm", "rnn", "dnc", "ntm"):
+            for prefix in ("ln_lstm", "lstm", "rnn", "dnc", "ntm", "cuw"):
                 getattr(lib, f"{prefix}_{fn}_{sfx}").restype = None
     return lib
