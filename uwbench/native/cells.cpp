@@ -85,6 +85,7 @@ int ln_lstm_saved(int H) { return 10 * H + 10; }
 template <typename T>
 void ln_lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, const T* gr, long ld_gr,
                  const T* c_prev, const T* params, T* h_out, T* c_out, T* saved) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   const int G = 4 * H, S = ln_lstm_saved(H);
   const T* gain = params;
   const T* shift = params + G;
@@ -133,6 +134,7 @@ void ln_lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh,
 template <typename T>
 void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params, const T* dh, T* dc, T* dz,
                  long ld_dz, T* dparams, T* scratch) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   const int G = 4 * H, S = ln_lstm_saved(H);
   const T* gain = params;
   const T* cgain = params + 2 * G;
@@ -184,6 +186,7 @@ int lstm_saved(int H) { return 5 * H; }
 template <typename T>
 void lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, const T* gr, long ld_gr,
               const T* c_prev, const T*, T* h_out, T* c_out, T* saved) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   const int G = 4 * H;
   for (int b = 0; b < B; ++b) {
     T* act = saved + (size_t)b * lstm_saved(H);
@@ -207,6 +210,7 @@ void lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, co
 template <typename T>
 void lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T*, const T* dh, T* dc, T* dz, long ld_dz,
               T*, T*) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   const int G = 4 * H;
   for (int b = 0; b < B; ++b) {
     const T* act = saved + (size_t)b * lstm_saved(H);
@@ -234,6 +238,7 @@ int rnn_saved(int) { return 0; }
 template <typename T>
 void rnn_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, const T* gr, long ld_gr, const T*,
              const T*, T* h_out, T*, T*) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   for (int b = 0; b < B; ++b) {
     T* ho = h_out + (size_t)b * H;
     gate_sum(H, gx + b * ld_gx, hh ? hh + b * ld_hh : nullptr, gr ? gr + b * ld_gr : nullptr, ho);
@@ -244,6 +249,7 @@ void rnn_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, con
 
 template <typename T>
 void rnn_bwd_h(int B, int H, const T* h_out, const T* dh, T* dz, long ld_dz) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   for (int b = 0; b < B; ++b) {
     const T* hb = h_out + (size_t)b * H;
     const T* dhb = dh + (size_t)b * H;

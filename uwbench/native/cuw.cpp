@@ -72,6 +72,7 @@ inline void add_outer(int K, int A, const T* __restrict x, const T* __restrict g
 template <typename T, int AF>
 void cuw_fwd(int B, int n, int H, int R, int A, const T* h, const T* cache, long cache_stride, const T* proj,
              long proj_stride, const T* r, const T* w_c, const T* v_c, const T* v, T* a_out, T* alpha, T* act) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   std::vector<T> q(A), s(n);
   for (int b = 0; b < B; ++b) {
     T* __restrict qq = q.data();
@@ -113,6 +114,7 @@ template <typename T, int AF>
 void cuw_bwd(int B, int n, int H, int R, int A, const T* h, const T* cache, long cache_stride, const T* r,
              const T* w_cT, const T* v_cT, const T* v, const T* alpha, const T* act, const T* d_a, T* d_h,
              T* d_cache, T* d_proj, long proj_stride, T* d_r, T* d_w_c, T* d_v_c, T* d_v) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   std::vector<T> dalpha(n), dq(A);
   for (int b = 0; b < B; ++b) {
     const T* al = alpha + (size_t)b * n;

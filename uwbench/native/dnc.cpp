@@ -281,6 +281,7 @@ void row_forward(const Dims& d, bool write, T clip, const T* raw, const T* sp, T
 template <typename T>
 void dnc_fwd(int B, int N, int W, int R, int write, double clip, const T* xi_raw, const T* state_prev,
              T* state_next, T* r_out) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   Dims d(N, W, R);
   RowFwd<T> fw(d);
   for (int b = 0; b < B; ++b)
@@ -291,6 +292,7 @@ void dnc_fwd(int B, int N, int W, int R, int write, double clip, const T* xi_raw
 template <typename T>
 void dnc_bwd(int B, int N, int W, int R, int write, double clip, const T* xi_raw, const T* state_prev,
              const T* d_state_next, const T* d_r, T* d_state_prev, T* d_xi_raw) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   Dims d(N, W, R);
   RowFwd<T> fw(d);
   std::vector<T> sn(d.S), rr(W * R);

@@ -206,6 +206,7 @@ template <typename T> void row_forward(const Dims& d, bool write, T clip, const 
 template <typename T>
 void ntm_fwd(int B, int N, int M, int write, double clip, const T* xi_raw, const T* state_prev, T* state_next,
              T* r_out) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   Dims d(N, M);
   Row<T> row(d);
   for (int b = 0; b < B; ++b)
@@ -216,6 +217,7 @@ void ntm_fwd(int B, int N, int M, int write, double clip, const T* xi_raw, const
 template <typename T>
 void ntm_bwd(int B, int N, int M, int write, double clip, const T* xi_raw, const T* state_prev, const T* d_state_next,
              const T* d_r, T* d_state_prev, T* d_xi_raw) {
+  uwb::FlushSubnormals flush;  // see vmath.h
   Dims d(N, M);
   Row<T> row(d);
   std::vector<T> sn(d.S), r(M), dmn(N * M), dw(N), dxi(d.X), tmp(3 * N + M);
