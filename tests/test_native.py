@@ -110,8 +110,13 @@ def test_two_graphs_alive_at_once_and_evaluation_forward():
     torch.autograd.grad(out2, params, weights)
     for a, b in zip(grads1, ref_grads):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
-    # and once released, the workspace is reused by the next forward
+    # once both graphs are freed the model's workspace is free again, and the next forward reuses it
+    workspace = model._native_workspace[1]
+    assert workspace.reserved
+    del out1, out2
+    assert not workspace.reserved
     again = torch.autograd.grad(model(inputs, dec), params, weights)
+    assert model._native_workspace[1] is workspace and not workspace.reserved
     for a, b in zip(again, ref_grads):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
 

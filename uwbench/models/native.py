@@ -26,6 +26,7 @@ DNC and NTM memories, every writer (``NATIVE_CELLS`` and ``NATIVE_MEMORIES`` are
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -157,9 +158,10 @@ class _Plan:
 
 class _Workspace:
     """The buffers of one sequence shape, reused from call to call: fresh buffers of this size (tens of
-    MB at the paper's sizes) cost more in page faults than the kernels cost in arithmetic. A workspace
-    is reserved from a forward that will have a backward until that backward has run; a forward that
-    finds it reserved (two graphs alive at once) gets buffers of its own."""
+    MB at the paper's sizes) cost more in page faults than the kernels cost in arithmetic. A forward
+    that will have a backward reserves the workspace until its graph is freed (after the backward, or
+    when the output is dropped without one); a forward that finds it reserved (two graphs alive at
+    once) gets buffers of its own."""
 
     def __init__(self, sizes, lib, cell: NativeCell):
         b, te, td, n_active, hsz, g, x, rsz, ssz, dtype, cached_width = sizes
@@ -225,6 +227,10 @@ def _workspace(model, sizes, lib, cell: NativeCell, grad: bool) -> _Workspace:
         return _Workspace(sizes, lib, cell)
     ws[1].reserved = grad
     return ws[1]
+
+
+def _release(ws: "_Workspace") -> None:
+    ws.reserved = False
 
 
 def _ptr(t: Optional[torch.Tensor]) -> Optional[int]:
@@ -297,6 +303,8 @@ class _Sequence(torch.autograd.Function):
                 torch.mm(hs_v[t + 1], w_hh, out=hh)
         dec_rows = [kidx[t] + 1 for t in range(te, steps)]  # each decoder step's r in rs
         ctx.plan = plan
+        if ws.reserved:  # released when this graph is freed (after its backward, or without one)
+            weakref.finalize(ctx, _release, ws)
         ctx.meta = (te, td, kidx, anchors, dec_rows)
         ctx.weights = (w_hh, w_read, w_xi, cell_params, attn_params)
         return ws.hs[te + 1:].clone(), ws.rs[dec_rows]
@@ -403,6 +411,5 @@ class _Sequence(torch.autograd.Function):
             d_gx_enc = d_gx_enc.clone()
         if d_gx_dec is not None and plan.gx_leaf[1]:
             d_gx_dec = d_gx_dec.clone()
-        ws.reserved = False
         return (None, d_gx_enc, d_gx_dec, d_w_hh, d_w_read, d_w_xi, d_cell if need[6] else None,
                 d_state, d_r0, *d_attn)

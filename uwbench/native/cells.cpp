@@ -279,22 +279,15 @@ UWB_CELL(lstm, float, f32)
 UWB_CELL(lstm, double, f64)
 UWB_CELL(rnn, float, f32)
 UWB_CELL(rnn, double, f64)
-void ln_lstm_bwd_f32(int B, int H, const float* c_prev, const float*, const float* saved, const float* params,
-                     const float* dh, float* dc, float* dz, long ld_dz, float* dparams, float* scratch) {
-  ln_lstm_bwd<float>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);
-}
-void ln_lstm_bwd_f64(int B, int H, const double* c_prev, const double*, const double* saved, const double* params,
-                     const double* dh, double* dc, double* dz, long ld_dz, double* dparams, double* scratch) {
-  ln_lstm_bwd<double>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);
-}
-void lstm_bwd_f32(int B, int H, const float* c_prev, const float*, const float* saved, const float* params,
-                  const float* dh, float* dc, float* dz, long ld_dz, float* dparams, float* scratch) {
-  lstm_bwd<float>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);
-}
-void lstm_bwd_f64(int B, int H, const double* c_prev, const double*, const double* saved, const double* params,
-                  const double* dh, double* dc, double* dz, long ld_dz, double* dparams, double* scratch) {
-  lstm_bwd<double>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);
-}
+#define UWB_CELL_BWD(NAME, T, SFX)                                                                          \
+  void NAME##_bwd_##SFX(int B, int H, const T* c_prev, const T*, const T* saved, const T* params, const T* dh, \
+                        T* dc, T* dz, long ld_dz, T* dparams, T* scratch) {                                    \
+    NAME##_bwd<T>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);                          \
+  }
+UWB_CELL_BWD(ln_lstm, float, f32)
+UWB_CELL_BWD(ln_lstm, double, f64)
+UWB_CELL_BWD(lstm, float, f32)
+UWB_CELL_BWD(lstm, double, f64)
 void rnn_bwd_f32(int B, int H, const float*, const float* h_out, const float*, const float*, const float* dh,
                  float*, float* dz, long ld_dz, float*, float*) { rnn_bwd_h<float>(B, H, h_out, dh, dz, ld_dz); }
 void rnn_bwd_f64(int B, int H, const double*, const double* h_out, const double*, const double*, const double* dh,
