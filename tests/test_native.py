@@ -234,3 +234,12 @@ def test_cache_attention_kernel_equals_autograd(n, a_size):
     torch.testing.assert_close(d_r, expected[2], rtol=1e-10, atol=1e-12)
     for got, want in zip([d_w_c, d_u_c, d_v_c, d_v], expected[3:]):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@needs_kernels
+def test_unwritable_cache_folder_is_a_clear_error(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(native.CACHE_ENV, str(blocker / "cache"))
+    with pytest.raises(native.NativeUnavailable, match="cache folder.*UWBENCH_NATIVE_CACHE"):
+        native.build()

@@ -90,7 +90,11 @@ def build(cxx: Optional[str] = None) -> str:
                                 "(e.g. `apt install g++`) or set train.native=false")
     here = os.path.dirname(__file__)
     folder = cache_dir()
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot create the native kernels' cache folder {folder} ({exc}): point "
+                                f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
     try:
         key = _build_key(cxx)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -99,7 +103,11 @@ def build(cxx: Optional[str] = None) -> str:
     target = os.path.join(folder, f"uwbench_native_{key}.so")
     if os.path.exists(target):
         return target
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot write to the native kernels' cache folder {folder} ({exc}): point "
+                                f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
     os.close(fd)
     cmd = [cxx, *FLAGS, "-o", tmp, *(os.path.join(here, name) for name in SOURCES)]
     try:
