@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import sys
 
 EAGER_STEP_S = {"dnc": 2.5e-3, "ntm": 2.5e-3, "lstm": 1.1e-3}
@@ -134,9 +133,9 @@ def main(argv) -> int:
         note = f" ({len(r['cells_without_data'])} cells without data left out)" if r["cells_without_data"] else ""
         print(f"| {r['study']}{note} | {r['cells']} | {r['runs']} | {r['eager_core_hours']} | {r['auto_core_hours']} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
+        from uwbench.bench.sections import write_json
+
+        write_json(rows, args.json)
     return 0
 
 

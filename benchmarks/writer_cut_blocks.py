@@ -12,7 +12,6 @@ of a candidate's iterations over both blocks. Headline setting (T = 50, D = 4, b
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -65,9 +64,7 @@ def main(argv=None) -> int:
     out = {"rows": rows, "machine": sections.machine_info(), "load_average": sections.load_average(),
            "method": __doc__.strip().splitlines()[0]}
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-            f.write("\n")
+        sections.write_json(out, args.json)
     return 0
 
 

@@ -312,8 +312,12 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
 def write_result(result: Dict[str, Any], out_dir: str, name: Optional[str] = None) -> str:
     os.makedirs(out_dir, exist_ok=True)
     name = name or f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{result['mode']}.json"
-    path = os.path.join(out_dir, name)
+    return write_json(result, os.path.join(out_dir, name))
+
+
+def write_json(obj: Any, path: str) -> str:
+    """A benchmark result as indented JSON (the committed files' format); returns the path."""
     with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(obj, f, indent=1)
         f.write("\n")
     return path
