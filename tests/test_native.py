@@ -243,3 +243,13 @@ def test_unwritable_cache_folder_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv(native.CACHE_ENV, str(blocker / "cache"))
     with pytest.raises(native.NativeUnavailable, match="cache folder.*UWBENCH_NATIVE_CACHE"):
         native.build()
+
+
+@needs_kernels
+def test_a_weight_changed_before_the_backward_is_an_error():
+    model, inputs, dec = _model("dnc")
+    out = model.use_native(True)(inputs, dec)
+    with torch.no_grad():
+        model.controller.weight_hh.add_(1.0)
+    with pytest.raises(RuntimeError, match="changed in place"):
+        out.sum().backward()

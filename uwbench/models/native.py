@@ -307,6 +307,9 @@ class _Sequence(torch.autograd.Function):
             weakref.finalize(ctx, _release, ws)
         ctx.meta = (te, td, kidx, anchors, dec_rows)
         ctx.weights = (w_hh, w_read, w_xi, cell_params, attn_params)
+        # the weights are kept by reference (not copied): a change in place before the backward would
+        # give wrong gradients, so the backward checks their versions, as save_for_backward would
+        ctx.versions = [t._version for t in (w_hh, w_read, w_xi)]
         return ws.hs[te + 1:].clone(), ws.rs[dec_rows]
 
     @staticmethod
@@ -315,6 +318,9 @@ class _Sequence(torch.autograd.Function):
         ws = plan.workspace
         te, td, kidx, anchors, dec_rows = ctx.meta
         w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
+        if [t._version for t in (w_hh, w_read, w_xi)] != ctx.versions:
+            raise RuntimeError("a weight of the native sequence node was changed in place between its forward and "
+                               "its backward (e.g. an optimizer step before backward()): run backward() first")
         write, active, cuw = plan.write, plan.active, plan.cuw
         steps = te + td
         b, hsz = ws.hs.shape[1], ws.hs.shape[2]
