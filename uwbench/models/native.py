@@ -180,7 +180,6 @@ class _Workspace:
         self.gr = torch.empty(b, g, **opts)  # r's projection, kept while r is held
         # backward
         self.dz = torch.empty(steps, b, g, **opts)  # dL/dz_t, also the input projections' gradient
-        self.hin = torch.empty(steps, b, hsz, **opts) if cached else None  # each z's h: h_{t-1} or CUW's a_t
         # CUW: the cached states' projections h U_c (row i for hs row i), made per write window, and their
         # gradients
         self.proj = torch.zeros(te + 1, b, cached_width, **opts) if cached else None
@@ -359,6 +358,8 @@ class _Sequence(torch.autograd.Function):
         cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
         mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
         dims, clip = plan.dims, plan.clip
+        need = ctx.needs_input_grad
+        d_w_hh_fix = None  # CUW: sum over write steps of (a_t - h_{t-1})^T dz_t
         for t in range(steps - 1, -1, -1):
             k = kidx[t]
             if active[t]:
@@ -380,6 +381,12 @@ class _Sequence(torch.autograd.Function):
                 cuw_bwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
                         alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
                         ws.d_proj_p[first], b * width, d_rs_p[k], *d_attn_p)
+                if need[3]:  # W_hh's gradient at this step is a_t^T dz_t, not h_{t-1}^T dz_t: the difference
+                    diff = anchors[t][0] - hs_v[t]  # (B, H)
+                    if d_w_hh_fix is None:
+                        d_w_hh_fix = diff.t() @ dz_v[t]
+                    else:
+                        d_w_hh_fix.addmm_(diff.t(), dz_v[t])
                 # the projections' gradient through U_c, into the cached states (one product per window)
                 dh_pending[first:t + 1].view(-1, hsz).addmm_(ws.d_proj[first:t + 1].view(-1, width), attn_params[1].t())
             # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span
@@ -391,18 +398,13 @@ class _Sequence(torch.autograd.Function):
             elif not spanned:
                 dzsum.copy_(dz_v[t])
                 spanned = True
-        need = ctx.needs_input_grad
         d_gx_enc = dz[:te] if need[1] else None
         d_gx_dec = dz[te:] if need[2] else None
         d_w_hh = d_w_read = d_w_xi = None
         if need[3]:
-            hin = ws.hs[:steps]
-            if anchors:  # a CUW write step's z used a_t, not h_{t-1}
-                hin = ws.hin
-                hin.copy_(ws.hs[:steps])
-                for t, anchor in anchors.items():
-                    hin[t] = anchor[0]
-            d_w_hh = hin.reshape(-1, hsz).t() @ dz.reshape(-1, g)
+            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
+            if d_w_hh_fix is not None:  # CUW's write steps: their z used a_t, not h_{t-1}
+                d_w_hh += d_w_hh_fix
         if need[4]:
             d_w_read = ws.rs[kidx].reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
         if need[5]:
