@@ -253,3 +253,11 @@ def test_a_weight_changed_before_the_backward_is_an_error():
         model.controller.weight_hh.add_(1.0)
     with pytest.raises(RuntimeError, match="changed in place"):
         out.sum().backward()
+
+
+@needs_kernels
+def test_a_model_changed_after_use_native_to_an_unsupported_dtype_is_an_error_not_a_crash():
+    model, inputs, dec = _model("dnc")
+    model.use_native(True).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="float32 or float64.*use_native"):
+        model(inputs.to(torch.bfloat16), dec.to(torch.bfloat16))

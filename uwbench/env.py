@@ -1,6 +1,6 @@
 """Process environment: library settings set once (never overriding what the user set), and the
-uwbench settings read from the environment (runs folder, checkpoint folder, Inductor cache, system metrics
-switch)."""
+uwbench settings read from the environment (runs folder, checkpoint folder, Inductor cache, native
+kernels' cache, system metrics switch)."""
 from __future__ import annotations
 
 import os
@@ -58,6 +58,20 @@ def system_metrics() -> bool:
         raise ValueError(f"{SYSTEM_METRICS_ENV} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; "
                          f"set it to 0 to turn system metrics off")
     return _SWITCH_VALUES[raw]
+
+
+NATIVE_CACHE_ENV = "UWBENCH_NATIVE_CACHE"
+
+
+def native_cache_dir() -> str:
+    """Where the native kernels' compiled library goes: ``$UWBENCH_NATIVE_CACHE``, else
+    ``$XDG_CACHE_HOME/uwbench/native`` or ``~/.cache/uwbench/native`` (per user, not per runs folder: one
+    build serves every project on the machine)."""
+    path = os.environ.get(NATIVE_CACHE_ENV)
+    if path:
+        return os.path.abspath(path)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "uwbench", "native")
 
 
 def inductor_cache_dir() -> str:

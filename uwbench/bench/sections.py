@@ -19,6 +19,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from uwbench.bench import targets
+from uwbench.env import NATIVE_CACHE_ENV
 from uwbench.bench.memory import run_point
 from uwbench.bench.timing import Timing, interleave
 from uwbench.bench.workloads import (LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC, PYPI_DNC_VERSION,
@@ -194,7 +195,7 @@ def end_to_end(cfg: Dict[str, Any], updates: int, log=print) -> Dict[str, Any]:
         for name, extra in variants.items():
             env = {**os.environ, "UWBENCH_RUNS_DIR": os.path.join(tmp, name)}
             env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # a cold cache under the fresh runs folder
-            env["UWBENCH_NATIVE_CACHE"] = os.path.join(tmp, name, "native")  # and a fresh kernel build
+            env[NATIVE_CACHE_ENV] = os.path.join(tmp, name, "native")  # and a fresh kernel build
             started[name] = time.perf_counter()
             procs[name] = subprocess.Popen(argv + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                            text=True)

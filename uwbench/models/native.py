@@ -111,6 +111,9 @@ def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: Li
     input projections get step-major gradients, which their matmul's backward takes without a copy."""
     from uwbench import native
 
+    reason = unsupported_reason(model, gx_enc.device, gx_enc.dtype)  # e.g. moved to CUDA after use_native()
+    if reason is not None:
+        raise ValueError(f"the native path cannot run this forward: {reason}; call model.use_native(False)")
     lib = native.library()
     ctrl, mem = model.controller, model.memory
     cell, memory = NATIVE_CELLS[type(ctrl)], NATIVE_MEMORIES[type(mem)]
@@ -308,7 +311,7 @@ class _Sequence(torch.autograd.Function):
         ctx.weights = (w_hh, w_read, w_xi, cell_params, attn_params)
         # the weights are kept by reference (not copied): a change in place before the backward would
         # give wrong gradients, so the backward checks their versions, as save_for_backward would
-        ctx.versions = [t._version for t in (w_hh, w_read, w_xi)]
+        ctx.versions = [t._version for t in (w_hh, w_read, w_xi, *attn_params)]
         return ws.hs[te + 1:].clone(), ws.rs[dec_rows]
 
     @staticmethod
@@ -317,7 +320,7 @@ class _Sequence(torch.autograd.Function):
         ws = plan.workspace
         te, td, kidx, anchors, dec_rows = ctx.meta
         w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
-        if [t._version for t in (w_hh, w_read, w_xi)] != ctx.versions:
+        if [t._version for t in (w_hh, w_read, w_xi, *attn_params)] != ctx.versions:
             raise RuntimeError("a weight of the native sequence node was changed in place between its forward and "
                                "its backward (e.g. an optimizer step before backward()): run backward() first")
         write, active, cuw = plan.write, plan.active, plan.cuw
@@ -405,11 +408,13 @@ class _Sequence(torch.autograd.Function):
             d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
             if d_w_hh_fix is not None:  # CUW's write steps: their z used a_t, not h_{t-1}
                 d_w_hh += d_w_hh_fix
+        every = all(active)  # then step t reads r_t-1 = rs[t] and makes xi from hs[t + 1]: slices, no gathers
         if need[4]:
-            d_w_read = ws.rs[kidx].reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
+            r_in = ws.rs[:steps] if every else ws.rs[kidx]  # (S, B, read_size): the r each step's z used
+            d_w_read = r_in.reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
         if need[5]:
-            act_rows = [t + 1 for t in range(steps) if active[t]]
-            d_w_xi = ws.hs[act_rows].reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
+            h_act = ws.hs[1:] if every else ws.hs[[t + 1 for t in range(steps) if active[t]]]  # (A, B, H)
+            d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
         if d_attn:  # U_c's gradient: every cached state's projection gradient, in one product
             d_attn[1] += ws.hs[:te].reshape(-1, hsz).t() @ ws.d_proj[:te].reshape(-1, d_attn[1].shape[1])
         d_state = ws.d_state[cur].clone() if need[7] else None

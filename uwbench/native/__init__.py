@@ -24,11 +24,13 @@ import tempfile
 import threading
 from typing import Optional
 
+from uwbench import env
+
 SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp")
 HEADERS = ("vmath.h",)
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-fopenmp-simd")
 COMPILER_ENV = "CXX"  # the compiler to use (default: c++, then g++, then clang++)
-CACHE_ENV = "UWBENCH_NATIVE_CACHE"
+CACHE_ENV = env.NATIVE_CACHE_ENV
 
 _lock = threading.Lock()
 _library: Optional[ctypes.CDLL] = None
@@ -40,11 +42,7 @@ class NativeUnavailable(RuntimeError):
 
 
 def cache_dir() -> str:
-    path = os.environ.get(CACHE_ENV)
-    if path:
-        return os.path.abspath(path)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "uwbench", "native")
+    return env.native_cache_dir()
 
 
 def compiler() -> Optional[str]:
@@ -60,14 +58,19 @@ def compiler() -> Optional[str]:
 
 
 def _cpu_model() -> str:
+    """The CPU's model name and instruction-set flags: machines that share a cache folder (a home
+    directory on a cluster) share a build only where ``-march=native`` means the same instructions."""
+    lines = []
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith(("model name", "flags")):
-                    return line
+                if line.startswith(("model name", "flags", "Features", "CPU implementer", "CPU part")):
+                    lines.append(line)
+                elif not line.strip() and lines:
+                    break  # the first processor's block is enough
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return "".join(lines) or platform.processor() or platform.machine()
 
 
 def _build_key(cxx: str) -> str:

@@ -13,8 +13,9 @@ applies, unless ``train.compile=true`` asks for the compiled path. Where ``auto`
 get the native path. ``native=true`` with ``compile=true`` is an error: they are two paths.
 
 ``train.compile`` (on runs that do not take the native path): ``true`` and ``false`` are obeyed as
-given (``false`` is the eager path). ``auto``, the default, compiles when the time compiling saves over the run exceeds what the compilation costs, from two
-figures measured on a 2-core CPU machine (benchmarks/README.md, "Fast by default"):
+given (``false`` is the eager path). ``auto``, the default, compiles when the time compiling saves over
+the run exceeds what the compilation costs, from two figures measured on a 2-core CPU machine
+(benchmarks/README.md, "Fast by default"):
 
     saved    = updates x (encoder + decoder steps per sequence) x model.compiled_step_saving
     compile  = COMPILE_SECONDS (a cold compile of one model's steps; Inductor's on-disk cache under
