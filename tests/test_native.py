@@ -193,7 +193,7 @@ def test_build_is_cached_per_source(monkeypatch, tmp_path):
 
 
 @needs_kernels
-@pytest.mark.parametrize("n,a_size", [(1, 6), (4, 6), (7, 16)])  # 16: the kernel's fixed-width path
+@pytest.mark.parametrize("n,a_size", [(1, 6), (4, 6), (7, 16), (8, 16)])  # 16: the fixed-width path (blocks of 4 states)
 def test_cache_attention_kernel_equals_autograd(n, a_size):
     """CUW's attention kernel (forward, and backward into the driver's per-step slabs) against the torch
     module under autograd, float64, with the cached states spread over slabs of a larger buffer."""
@@ -211,22 +211,19 @@ def test_cache_attention_kernel_equals_autograd(n, a_size):
 
     lib = native.library()
     w_c, u_c, v_c, v = [p.detach().contiguous() for p in att.parameters()]
-    proj = slabs @ u_c  # (n + 2, B, A): each state's projection, as the driver makes them
     a, alpha, act = torch.empty(b, h_size, dtype=F64), torch.empty(b, n, dtype=F64), torch.empty(b, n, a_size, dtype=F64)
     lib.cuw_fwd_f64(b, n, h_size, r_size, a_size, slabs[n].data_ptr(), slabs[1].data_ptr(), b * h_size,
-                    proj[1].data_ptr(), b * a_size, r.data_ptr(), w_c.data_ptr(), v_c.data_ptr(), v.data_ptr(),
+                    r.data_ptr(), w_c.data_ptr(), u_c.data_ptr(), v_c.data_ptr(), v.data_ptr(),
                     a.data_ptr(), alpha.data_ptr(), act.data_ptr())
     torch.testing.assert_close(a, a_ref.detach(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(alpha, alpha_ref.detach(), rtol=1e-12, atol=1e-12)
-    d_slabs, d_r, d_proj = torch.zeros_like(slabs), torch.zeros_like(r), torch.zeros_like(proj)
-    d_w_c, d_v_c, d_v = torch.zeros_like(w_c), torch.zeros_like(v_c), torch.zeros_like(v)
-    w_c_t, v_c_t = w_c.t().contiguous(), v_c.t().contiguous()
+    d_slabs, d_r = torch.zeros_like(slabs), torch.zeros_like(r)
+    d_w_c, d_u_c, d_v_c, d_v = (torch.zeros_like(p) for p in (w_c, u_c, v_c, v))
+    w_c_t, u_c_t, v_c_t = (p.t().contiguous() for p in (w_c, u_c, v_c))
     lib.cuw_bwd_f64(b, n, h_size, r_size, a_size, slabs[n].data_ptr(), slabs[1].data_ptr(), b * h_size, r.data_ptr(),
-                    w_c_t.data_ptr(), v_c_t.data_ptr(), v.data_ptr(), alpha.data_ptr(), act.data_ptr(),
-                    d_a.data_ptr(), d_slabs[n].data_ptr(), d_slabs[1].data_ptr(), d_proj[1].data_ptr(),
-                    b * a_size, d_r.data_ptr(), d_w_c.data_ptr(), d_v_c.data_ptr(), d_v.data_ptr())
-    d_slabs += d_proj @ u_c.t()  # the driver takes the projections' gradient through U_c
-    d_u_c = slabs.reshape(-1, h_size).t() @ d_proj.reshape(-1, a_size)
+                    w_c_t.data_ptr(), u_c_t.data_ptr(), v_c_t.data_ptr(), v.data_ptr(), alpha.data_ptr(),
+                    act.data_ptr(), d_a.data_ptr(), d_slabs[n].data_ptr(), d_slabs[1].data_ptr(), d_r.data_ptr(),
+                    d_w_c.data_ptr(), d_u_c.data_ptr(), d_v_c.data_ptr(), d_v.data_ptr())
     d_cache = expected[1].clone()
     d_cache[-1] += expected[0]  # h_{t-1} is both the query and the last cached state
     torch.testing.assert_close(d_slabs[1:n + 1], d_cache, rtol=1e-10, atol=1e-12)

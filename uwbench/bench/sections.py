@@ -22,7 +22,7 @@ from uwbench.bench import targets
 from uwbench.env import NATIVE_CACHE_ENV
 from uwbench.bench.memory import run_point
 from uwbench.bench.timing import Timing, interleave
-from uwbench.bench.workloads import (LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC, PYPI_DNC_VERSION,
+from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC, PYPI_DNC_VERSION,
                                      QUICK, Workload, make_batch, make_task, memory_values, nn_lstm_workload,
                                      pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
 
@@ -99,16 +99,19 @@ def headline(cfg: Dict[str, Any], repeats: int, warmup: int, compile: bool, log=
 def writers(cfg: Dict[str, Any], repeats: int, warmup: int, tasks: Sequence[str] = WRITER_TASKS,
             compile: bool = False, log=print) -> Dict[str, Any]:
     """UW and CUW against regular writing per task, and the bound: the share of the time that is the
-    encoder's memory work (regular vs a model whose encoder never writes). Keys are writer names. The
-    models run on the default path: native where the kernels build (else eager, or compiled with
-    ``compile``)."""
+    encoder's memory work (regular vs a model whose encoder never writes). For the DNC also CUW's
+    schedule without its attention (``cuw_schedule``), which splits CUW's cut into the memory work its
+    schedule skips and the attention it adds (``attention_ms``: CUW less its schedule alone). Keys are
+    writer names. The models run on the default path: native where the kernels build (else eager, or
+    compiled with ``compile``)."""
     mem = memory_values(cfg)
     native = not compile and native_path()
     out = []
     for model_name, task_name in [("dnc", t) for t in tasks] + [("ntm", tasks[0])]:
         task = make_task(task_name, cfg["seq_len"])
         batch = make_batch(task, cfg["batch"])
-        kinds = WRITERS + (NO_ENCODER_MEMORY,) if model_name == "dnc" else ("regular", "uniform", NO_ENCODER_MEMORY)
+        kinds = (WRITERS + (CUW_SCHEDULE, NO_ENCODER_MEMORY) if model_name == "dnc"
+                 else ("regular", "uniform", NO_ENCODER_MEMORY))
         workloads = {k: uwbench_workload(model_name, task, batch, {**mem, "writer": k}, compile=compile, native=native)
                      for k in kinds}
         log(f"writers: {model_name} on {task_name} ({len(kinds)} candidates x {repeats} rounds)")
@@ -118,15 +121,20 @@ def writers(cfg: Dict[str, Any], repeats: int, warmup: int, tasks: Sequence[str]
         share = 1 - timings[NO_ENCODER_MEMORY].cpu_ms / regular
         sparse = [k for k in kinds if k not in ("regular", NO_ENCODER_MEMORY)]
         held = {k: 1 - sum(workloads[k].model.writer.schedule(te)) / te for k in sparse}
-        out.append({"model": model_name, "compiled": compile, "native": native, "task": task_name,
-                    "encoder_steps": te, "decoder_steps": batch.decoder_inputs.shape[1],
-                    "ms": {k: round(t.cpu_ms, 2) for k, t in timings.items()},
-                    "wall_ms": {k: round(t.wall_ms, 2) for k, t in timings.items()},
-                    "reduction": {k: round(1 - timings[k].cpu_ms / regular, 3) for k in sparse},
-                    "encoder_memory_share": round(share, 3),
-                    # skipping the memory on a writer's held encoder steps saves about share x held fraction
-                    "held_fraction": {k: round(v, 3) for k, v in held.items()},
-                    "expected_reduction": {k: round(share * v, 3) for k, v in held.items()}})
+        row = {"model": model_name, "compiled": compile, "native": native, "task": task_name,
+                "encoder_steps": te, "decoder_steps": batch.decoder_inputs.shape[1],
+                "ms": {k: round(t.cpu_ms, 2) for k, t in timings.items()},
+                "wall_ms": {k: round(t.wall_ms, 2) for k, t in timings.items()},
+                "reduction": {k: round(1 - timings[k].cpu_ms / regular, 3) for k in sparse},
+                "encoder_memory_share": round(share, 3),
+                # skipping the memory on a writer's held encoder steps saves about share x held fraction
+                "held_fraction": {k: round(v, 3) for k, v in held.items()},
+                "expected_reduction": {k: round(share * v, 3) for k, v in held.items()}}
+        if CUW_SCHEDULE in timings:
+            extra = timings["cached_uniform"].cpu_ms - timings[CUW_SCHEDULE].cpu_ms
+            row["attention_ms"] = round(extra, 2)
+            row["attention_share"] = round(extra / regular, 3)
+        out.append(row)
     return {"config": cfg, "rows": out}
 
 

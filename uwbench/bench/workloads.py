@@ -21,6 +21,7 @@ QUICK = {"batch": 8, "seq_len": 10, "hidden": 16, "memory_size": 4, "word_size":
 LSTM_HIDDEN = 125  # the paper's LSTM baseline size
 PYPI_DNC_VERSION = "1.1.0"
 NO_ENCODER_MEMORY = "no_encoder_memory"  # the bound: the encoder never touches the memory
+CUW_SCHEDULE = "cuw_schedule"  # CUW's write schedule without its attention: what its skipped memory work saves
 
 NN_LSTM = "nn_lstm"
 PYPI_DNC = "pypi_dnc"
@@ -76,7 +77,10 @@ def uwbench_workload(model_name: str, task, batch, values: Optional[Dict[str, An
     """One of our registered models (``values``: its config) on ``batch``; ``compile`` puts its step
     function under torch.compile (``compile_steps``), ``native`` runs it on the native whole-sequence path
     (``use_native``). ``writer="no_encoder_memory"`` builds the regular
-    model and then replaces its writer by one that never writes in the encoder (the bound)."""
+    model and then replaces its writer by one that never writes in the encoder (the bound);
+    ``writer="cuw_schedule"`` builds the CUW model and drops its attention, so it writes on CUW's
+    schedule from the plain h_{t-1} (no model to train: it separates the attention's cost from the
+    memory work CUW skips)."""
     import torch
 
     from uwbench.models.base import build_model
@@ -86,13 +90,17 @@ def uwbench_workload(model_name: str, task, batch, values: Optional[Dict[str, An
     wid = workload_id(model_name, writer, compile, native)
     label = label or f"{model_name} {writer or ''}".strip() + (" (compiled)" if compile else " (native)" if native
                                                                else "")
-    no_memory = writer == NO_ENCODER_MEMORY
+    no_memory, schedule_only = writer == NO_ENCODER_MEMORY, writer == CUW_SCHEDULE
     if no_memory:
         values["writer"] = "regular"
+    if schedule_only:
+        values["writer"] = "cached_uniform"
     torch.manual_seed(0)
     model = build_model(model_name, task.input_size, task.output_size, values, task=task)
     if no_memory:
         model.writer = NoEncoderMemoryWriter(model.cfg, None)
+    if schedule_only:
+        model.cache_attention = None  # every path reads the attention from here; None: h_{t-1} as is
     if compile:
         model.compile_steps()
     if native:

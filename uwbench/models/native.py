@@ -131,7 +131,7 @@ def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: Li
     write = schedule + [decoder_write] * td
     active = schedule + [True] * td
     sizes = (b, te, td, sum(active), ctrl.hidden_size, ctrl.weight_hh.shape[1], model.w_xi.shape[1],
-             mem.read_size, state0.shape[1], dtype, attention.v.shape[0] if attention is not None else 0)
+             mem.read_size, state0.shape[1], dtype)
     plan = _Plan(lib=lib, sfx=_SUFFIX[dtype], cell=cell, memory=memory, dims=memory.dims(mem),
                  clip=float(model.cfg.interface_clip), write=write, active=active,
                  cuw=[attention is not None and t < te and schedule[t] for t in range(te + td)] + [False],
@@ -167,8 +167,7 @@ class _Workspace:
     once) gets buffers of its own."""
 
     def __init__(self, sizes, lib, cell: NativeCell):
-        b, te, td, n_active, hsz, g, x, rsz, ssz, dtype, cached_width = sizes
-        cached = cached_width > 0
+        b, te, td, n_active, hsz, g, x, rsz, ssz, dtype = sizes
         steps = te + td
         opts = dict(dtype=dtype)
         saved_size = max(getattr(lib, f"{cell.kernel}_saved_size")(hsz), 1)
@@ -183,10 +182,6 @@ class _Workspace:
         self.gr = torch.empty(b, g, **opts)  # r's projection, kept while r is held
         # backward
         self.dz = torch.empty(steps, b, g, **opts)  # dL/dz_t, also the input projections' gradient
-        # CUW: the cached states' projections h U_c (row i for hs row i), made per write window, and their
-        # gradients
-        self.proj = torch.zeros(te + 1, b, cached_width, **opts) if cached else None
-        self.d_proj = torch.zeros_like(self.proj) if cached else None
         self.dxis = torch.empty_like(self.xis)
         self.dh_pending = torch.empty(steps + 1, b, hsz, **opts)  # gradients reaching h_t from outside the chain
         self.d_rs = torch.empty_like(self.rs)  # gradients reaching each read vector
@@ -200,9 +195,8 @@ class _Workspace:
         self.dz_v, self.dxis_v, self.d_rs_v = self.dz.unbind(0), self.dxis.unbind(0), self.d_rs.unbind(0)
         self.dh_pending_v = self.dh_pending.unbind(0)
         self.hs_p, self.cs_p, self.saved_p, self.xis_p, self.states_p, self.rs_p, self.dz_p, self.dxis_p, \
-            self.d_rs_p, self.proj_p, self.d_proj_p = (
-                _addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs, self.dz,
-                                        self.dxis, self.d_rs, self.proj, self.d_proj))
+            self.d_rs_p = (_addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs,
+                                                   self.dz, self.dxis, self.d_rs))
 
 
 def _addresses(t: Optional[torch.Tensor]) -> List[Optional[int]]:
@@ -268,7 +262,7 @@ class _Sequence(torch.autograd.Function):
         kidx = []  # index into states / rs of the state and r each step starts from
         anchors: Dict[int, tuple] = {}  # CUW write step -> (a_t, first cached row of hs, n, alpha, activations)
         attn_params = [p.detach().contiguous() for p in attn_params]  # W_c (H, A), U_c (H, A), V_c (R, A), v (A,)
-        attn_p = [attn_params[i].data_ptr() for i in (0, 2, 3)] if attn_params else []  # the kernel takes W_c, V_c, v
+        attn_p = [p.data_ptr() for p in attn_params]
         width = attn_params[3].shape[0] if attn_params else 0  # A
         cuw_fwd = plan.fn("cuw_fwd")
         opts = dict(device=gx_enc.device, dtype=gx_enc.dtype)
@@ -284,12 +278,10 @@ class _Sequence(torch.autograd.Function):
                 cache_rows.append(t)  # h_{t-1}
             if cuw[t]:  # a_t = attention over the cached states h_{first-1}..h_{t-1} replaces h_{t-1}
                 first, n = cache_rows[0], len(cache_rows)
-                # the cached states' projections d_j U_c, one product for the window
-                torch.mm(ws.hs[first:t + 1].view(-1, hsz), attn_params[1], out=ws.proj[first:t + 1].view(-1, width))
                 a = torch.empty(b, hsz, **opts)  # (B, H)
                 alpha, act = torch.empty(b, n, **opts), torch.empty(b, n, width, **opts)
-                cuw_fwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, ws.proj_p[first], b * width, rs_p[k],
-                        *attn_p, a.data_ptr(), alpha.data_ptr(), act.data_ptr())
+                cuw_fwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, rs_p[k], *attn_p, a.data_ptr(),
+                        alpha.data_ptr(), act.data_ptr())
                 anchors[t] = (a, first, n, alpha, act)
                 cache_rows = []
                 torch.mm(a, w_hh, out=hh)
@@ -348,12 +340,10 @@ class _Sequence(torch.autograd.Function):
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
         d_cell_p, params_p = _ptr(d_cell), _ptr(cell_params)
         d_attn = [torch.zeros_like(p) for p in attn_params]
-        # the kernel takes W_c and V_c transposed (its products with them run over H and R), and v
-        attn_t = [attn_params[0].t().contiguous(), attn_params[2].t().contiguous()] + attn_params[3:] if d_attn else []
+        # the kernel takes W_c, U_c and V_c transposed (its products with them run over H and R), and v
+        attn_t = [p.t().contiguous() for p in attn_params[:3]] + attn_params[3:]
         attn_p = [p.data_ptr() for p in attn_t]
-        d_attn_p = [d_attn[i].data_ptr() for i in (0, 2, 3)] if d_attn else []
-        if d_attn:
-            ws.d_proj.zero_()
+        d_attn_p = [p.data_ptr() for p in d_attn]
         cuw_bwd = plan.fn("cuw_bwd")
         rsz = w_read.shape[0]
         dh_pending_p = _addresses(dh_pending)
@@ -362,7 +352,6 @@ class _Sequence(torch.autograd.Function):
         mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
         dims, clip = plan.dims, plan.clip
         need = ctx.needs_input_grad
-        d_w_hh_fix = None  # CUW: sum over write steps of (a_t - h_{t-1})^T dz_t
         for t in range(steps - 1, -1, -1):
             k = kidx[t]
             if active[t]:
@@ -380,18 +369,9 @@ class _Sequence(torch.autograd.Function):
             if cuw[t]:  # the gradient of a_t: to h_{t-1}, the cached states, r_{t-1} and the attention
                 _, first, n, alpha, act = anchors[t]
                 d_a = dz_v[t] @ w_hh_t  # (B, H)
-                width = len(d_attn[3])
-                cuw_bwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
+                cuw_bwd(b, n, hsz, rsz, len(d_attn[3]), hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
                         alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
-                        ws.d_proj_p[first], b * width, d_rs_p[k], *d_attn_p)
-                if need[3]:  # W_hh's gradient at this step is a_t^T dz_t, not h_{t-1}^T dz_t: the difference
-                    diff = anchors[t][0] - hs_v[t]  # (B, H)
-                    if d_w_hh_fix is None:
-                        d_w_hh_fix = diff.t() @ dz_v[t]
-                    else:
-                        d_w_hh_fix.addmm_(diff.t(), dz_v[t])
-                # the projections' gradient through U_c, into the cached states (one product per window)
-                dh_pending[first:t + 1].view(-1, hsz).addmm_(ws.d_proj[first:t + 1].view(-1, width), attn_params[1].t())
+                        d_rs_p[k], *d_attn_p)
             # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span
             if spanned:
                 dzsum.add_(dz_v[t])
@@ -404,10 +384,6 @@ class _Sequence(torch.autograd.Function):
         d_gx_enc = dz[:te] if need[1] else None
         d_gx_dec = dz[te:] if need[2] else None
         d_w_hh = d_w_read = d_w_xi = None
-        if need[3]:
-            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
-            if d_w_hh_fix is not None:  # CUW's write steps: their z used a_t, not h_{t-1}
-                d_w_hh += d_w_hh_fix
         every = all(active)  # then step t reads r_t-1 = rs[t] and makes xi from hs[t + 1]: slices, no gathers
         if need[4]:
             r_in = ws.rs[:steps] if every else ws.rs[kidx]  # (S, B, read_size): the r each step's z used
@@ -415,8 +391,14 @@ class _Sequence(torch.autograd.Function):
         if need[5]:
             h_act = ws.hs[1:] if every else ws.hs[[t + 1 for t in range(steps) if active[t]]]  # (A, B, H)
             d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
-        if d_attn:  # U_c's gradient: every cached state's projection gradient, in one product
-            d_attn[1] += ws.hs[:te].reshape(-1, hsz).t() @ ws.d_proj[:te].reshape(-1, d_attn[1].shape[1])
+        if need[3]:  # step t's z used hs[t] = h_{t-1}, or a_t at a CUW write: a_t stands in hs[t] for one product
+            rows = list(anchors)
+            if rows:
+                kept = ws.hs[rows]  # (W, B, H)
+                ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
+            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
+            if rows:
+                ws.hs[rows] = kept
         d_state = ws.d_state[cur].clone() if need[7] else None
         d_r0 = d_rs[0].clone() if need[8] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them

@@ -172,8 +172,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         getattr(lib, f"dnc_bwd_{sfx}").argtypes = [i, i, i, i, i, d, p, p, p, p, p, p]
         getattr(lib, f"ntm_fwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p]
         getattr(lib, f"ntm_bwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p, p, p]
-        getattr(lib, f"cuw_fwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l, p, l, p, p, p, p, p, p, p]
-        getattr(lib, f"cuw_bwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l, p, p, p, p, p, p, p, p, p, p, l, p, p, p, p]
+        getattr(lib, f"cuw_fwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l] + [p] * 8
+        getattr(lib, f"cuw_bwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l] + [p] * 15
     for name, n_args in (("ln_lstm_saved_size", 1), ("lstm_saved_size", 1), ("rnn_saved_size", 1),
                          ("dnc_state_size", 3), ("dnc_interface_size", 3), ("ntm_state_size", 2),
                          ("ntm_interface_size", 1)):
