@@ -414,8 +414,7 @@ def test_cuda_graph_steps_equal_eager_on_cuda(model_name, writer):
     and gradients match the eager model on the same device (float32: CUDA graphs and TF32-free matmuls)."""
     torch.manual_seed(0)
     task = copy_task(6)
-    values = {"writer": writer, "memory_size": 3, "hidden_size": 6, "word_size": 4, "cache_size": 2,
-              "writer_seed": 0}
+    values = {"writer": writer, "memory_size": 3, "hidden_size": 6, "word_size": 4, **WRITER_OWN[writer]}
     eager = build_model(model_name, 10, 10, values, task=task).cuda()
     compiled = build_model(model_name, 10, 10, values, task=task).cuda()
     compiled.load_state_dict(eager.state_dict())

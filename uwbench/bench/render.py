@@ -110,8 +110,28 @@ def _scaling(s: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _gpu(g: Dict[str, Any]) -> List[str]:
+    if "skipped" in g:
+        return ["", f"GPU: skipped, {g['skipped']}."]
+    c, d = g["config"], g["device"]
+    lines = ["", f"GPU ({d['name']}, {d['memory_gb']} GB): regular DNC on copy T={c['seq_len']}, training updates per "
+                 f"second over {c['updates']} updates (the first apart).", "",
+             "| batch | path | updates/s | first update s | peak GPU memory MB |", "|---:|---|---:|---:|---:|"]
+    for r in g["paths"]:
+        ups = fmt(r["updates_per_s"]) if r["status"] == "finished" else f"{r['status']}: {r['error']}"
+        lines.append(f"| {r['batch']} | {r['path']} | {ups} | {fmt(r['first_update_s'], 2)} "
+                     f"| {fmt(r['peak_memory_mb'])} |")
+    lines += ["", "Trials sharing the GPU (separate processes started together, batch 64, default path):", "",
+              "| trials | updates/s in total | each | wall s |", "|---:|---:|---|---:|"]
+    for r in g["sharing"]:
+        each = ", ".join(fmt(u) for u in r["updates_per_s_each"]) or "-"
+        errors = f" ({len(r['errors'])} failed: {r['errors'][0]})" if r.get("errors") else ""
+        lines.append(f"| {r['trials']} | {fmt(r['updates_per_s_total'])} | {each}{errors} | {fmt(r['wall_s'])} |")
+    return lines
+
+
 RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "endtoend": _end_to_end,
-             "scaling": _scaling}
+             "scaling": _scaling, "gpu": _gpu}
 
 
 def format_tables(result: Dict[str, Any]) -> str:

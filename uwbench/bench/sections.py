@@ -26,7 +26,7 @@ from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCO
                                      QUICK, Workload, make_batch, make_task, memory_values, nn_lstm_workload,
                                      pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
 
-SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling")
+SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling", "gpu")  # gpu: skipped without CUDA
 # Scaling grids: memory slots D and input lengths T.
 SCALING = {
     "default": {"memory_sizes": (4, 16, 64), "seq_lens": (50, 100, 200)},
@@ -310,6 +310,10 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
         if "scaling" in sections:
             result["sections"]["scaling"] = scaling(cfg, SCALING[mode], 5 if mode == "full" else 3,
                                                     compile and mode == "full", log)
+        if "gpu" in sections:
+            from uwbench.bench.gpu import gpu
+
+            result["sections"]["gpu"] = gpu(cfg, mode, log)
     finally:
         torch.set_num_threads(previous)
     result["load_average_end"] = load_average()

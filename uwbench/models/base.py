@@ -27,6 +27,9 @@ class Seq2SeqModel(nn.Module):
     ``tracing`` is True (off by default, free when off)."""
 
     tracing: bool = False
+    # its training forward makes no host synchronisation and no branch on tensor values, so it can be
+    # captured whole as a CUDA graph (models/cuda_graph.py)
+    capturable: bool = False
 
     def __init__(self):
         super().__init__()

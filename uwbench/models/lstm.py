@@ -48,6 +48,7 @@ class LSTMBaseline(Seq2SeqModel):
     # to itself, 5% slower under load; benchmarks/README.md), so train.compile=auto leaves it eager;
     # compile=true still compiles it.
     compiled_step_saving = 0.0
+    capturable = True
 
     def __init__(self, cfg: LSTMBaselineConfig, input_size: int, output_size: int):
         super().__init__()

@@ -65,6 +65,7 @@ class MANN(Seq2SeqModel):
     # 1 ms on a 2-core CPU at the paper's sizes (copy T = 50: 256 ms eager, 151 ms compiled per 102
     # steps), hardly dependent on the sizes. train.compile=auto weighs it against the compile time.
     compiled_step_saving = 1.0e-3
+    capturable = True
 
     def __init__(self, cfg: MANNConfig, memory: nn.Module, writer: Writer, input_size: int, output_size: int):
         super().__init__()

@@ -12,7 +12,15 @@ applies, unless ``train.compile=true`` asks for the compiled path. Where ``auto`
 ``train.compile``'s decision below, and a missing compiler is reported as a warning that says how to
 get the native path. ``native=true`` with ``compile=true`` is an error: they are two paths.
 
-``train.compile`` (on runs that do not take the native path): ``true`` and ``false`` are obeyed as
+``train.cuda_graph`` (on CUDA, where the native path does not run): ``true`` captures the model's whole
+training forward and its backward as CUDA graphs (``models/cuda_graph.py``) or fails naming why it
+cannot; ``false`` never does; ``auto``, the default, does so wherever it applies (a CUDA device, a model
+marked ``capturable``: the memory models and the lstm baseline, a task without per-sequence lengths)
+unless ``train.compile=true`` asks for
+the compiled path, whose steps are captured one kind at a time instead. The capture happens in the
+first update, whose time is recorded on its own. ``cuda_graph=true`` with ``compile=true`` is an error.
+
+``train.compile`` (on runs that take neither path above): ``true`` and ``false`` are obeyed as
 given (``false`` is the eager path). ``auto``, the default, compiles when the time compiling saves over
 the run exceeds what the compilation costs, from two figures measured on a 2-core CPU machine
 (benchmarks/README.md, "Fast by default"):
@@ -86,3 +94,25 @@ def native_decision(model, model_name: str, native, compile_setting) -> bool:
         warnings.warn(f"the native path is unavailable, the run takes the torch path: {reason}", stacklevel=2)
         return False
     return True
+
+
+def cuda_graph_decision(model, setting, compile_setting, device, lengths: bool = False) -> bool:
+    """Whether the run captures its training forward and backward as CUDA graphs (see the module
+    docstring; ``lengths``: the task's batches carry per-sequence lengths); raises ``ValueError`` for a
+    ``cuda_graph=true`` the model, task or device cannot have."""
+    if setting is not True and setting is not False and setting != "auto":
+        raise ValueError(f"`train.cuda_graph` must be auto, true or false, got {setting!r}")
+    if setting is False:
+        return False
+    if setting is True and compile_setting is True:
+        raise ValueError("train.cuda_graph=true and train.compile=true ask for two different paths: set one of "
+                         "them to false")
+    from uwbench.models.cuda_graph import unsupported_reason
+
+    reason = unsupported_reason(model, device, lengths)
+    if setting is True:
+        if reason is not None:
+            raise ValueError(f"train.cuda_graph=true cannot run this model: {reason}; set train.cuda_graph=auto "
+                             "or false")
+        return True
+    return reason is None and compile_setting is not True

@@ -34,6 +34,10 @@ class TrainConfig:
     # sequence, uwbench/models/native.py); auto does so wherever they apply (CPU, float32/64, the ln_lstm, lstm
     # and rnn controllers) unless train.compile=true asks for the compiled path (compile_policy.py)
     native: Union[Literal["auto"], bool] = "auto"
+    # auto | true | false: on CUDA, capture the whole training forward and its backward as CUDA graphs and
+    # replay them (uwbench/models/cuda_graph.py); auto does so for the memory models and the lstm baseline
+    # unless train.compile=true asks for the compiled path (compile_policy.py)
+    cuda_graph: Union[Literal["auto"], bool] = "auto"
     checkpoint_every: Optional[int] = 1  # save a resumable checkpoint every N evaluations; 0 or None: never
 
     def __post_init__(self):

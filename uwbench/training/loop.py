@@ -4,7 +4,8 @@ Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fres
 L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches`` fresh batches, the
 best-evaluated weights kept, and a final test of those weights on the task's fixed seeded test set.
 Timing: training seconds per 100 updates *without* evaluation, evaluation separately. The first update is
-timed on its own (``first_update_seconds``: lazy initialisation and, with a compiled step, the compilation)
+timed on its own (``first_update_seconds``: lazy initialisation and, with a compiled step, the compilation;
+with CUDA graphs, the capture)
 and left out of the per-100 figures, which measure the steady state.
 
 Checkpoints and resume (``checkpoint.py``): with an MLflow run, the loop state is saved at every
@@ -40,6 +41,7 @@ import torch
 
 from uwbench import env
 from uwbench.config import flatten
+from uwbench.models.cuda_graph import GraphedTraining
 from uwbench.registry import MODELS, TASKS
 from uwbench.training.checkpoint import Checkpoint, capture_rng, restore_rng
 from uwbench.training.config import ResolvedRun, resolve_run
@@ -70,7 +72,7 @@ class RunResult:
     model_cpu_seconds_per_100: Optional[float] = None  # of that, the model's forward, loss and backward
     first_update_seconds: Optional[float] = None
     threads: Optional[int] = None  # torch intra-op threads used
-    path: Optional[str] = None  # the execution path: native | compiled | eager (training/compile_policy.py)
+    path: Optional[str] = None  # the execution path: native | cuda_graph | compiled | eager (compile_policy.py)
     eval_seconds: float = 0.0
     test_seconds: float = 0.0
     checkpoint_seconds: float = 0.0  # writing mid-run checkpoints (outside every other timing)
@@ -129,14 +131,22 @@ def enable_compile(model, model_name: str, setting=True, updates: int = 0, steps
 
 
 def choose_path(model, model_name: str, tc, task) -> str:
-    """Set the model up for the execution path the ``native`` and ``compile`` settings ask for and return
-    its name: ``native`` (the C++ whole-sequence path), ``compiled`` or ``eager``
-    (``training/compile_policy.py`` has the rules)."""
-    from uwbench.training.compile_policy import native_decision
+    """Set the model up for the execution path the ``native``, ``cuda_graph`` and ``compile`` settings ask
+    for and return its name: ``native`` (the C++ whole-sequence path), ``cuda_graph`` (the whole training
+    forward and backward replayed as CUDA graphs: the loop calls ``GraphedTraining``), ``compiled`` or
+    ``eager`` (``training/compile_policy.py`` has the rules)."""
+    from uwbench.training.compile_policy import cuda_graph_decision, native_decision
 
     if native_decision(model, model_name, tc.native, tc.compile):
         model.use_native(True)
         return "native"
+    param = next(model.parameters())
+    if tc.cuda_graph is not False and param.device.type == "cuda":
+        lengths = task.sample(1, torch.Generator().manual_seed(0)).lengths is not None  # a probe, own generator
+    else:
+        lengths = False
+    if cuda_graph_decision(model, tc.cuda_graph, tc.compile, param.device, lengths):
+        return "cuda_graph"
     auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
     compiled = tc.compile is not False and enable_compile(
         model, model_name, tc.compile, tc.steps, steps_per_sequence(task) if auto else None)
@@ -257,6 +267,7 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
     path = choose_path(model, resolved.model_name, tc, task)
+    forward = GraphedTraining(model) if path == "cuda_graph" else model  # the training forward's callable
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
@@ -308,7 +319,7 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
             t0, c0 = time.perf_counter(), time.process_time()
             batch = task.sample(tc.batch_size, train_gen).to(device)
             m0 = time.process_time()
-            out = model(batch.inputs, batch.decoder_inputs, batch.lengths)
+            out = forward(batch.inputs, batch.decoder_inputs, batch.lengths)
             loss = task.loss(out, batch)
             if device.type == "cpu" and not torch.isfinite(loss):
                 raise Diverged(f"loss became {float(loss.detach())} at update {step}")
