@@ -103,7 +103,9 @@ class GraphedTraining:
                 self.pool = torch.cuda.graph_pool_handle()
             # static copies: the graphs read their inputs from these; each call copies its batch in
             sample = (inputs.detach().clone(), decoder_inputs.detach().clone())
+            # allow_unused_input: a parameter the forward does not reach gets no gradient, as in eager
             graphed = torch.cuda.make_graphed_callables(_Forward(self.model), sample,
-                                                        num_warmup_iters=self.warmup_iters, pool=self.pool)
+                                                        num_warmup_iters=self.warmup_iters,
+                                                        allow_unused_input=True, pool=self.pool)
             self.captures[key] = graphed
         return graphed(inputs, decoder_inputs)  # (B, Td, O): a static buffer, valid until the next replay
