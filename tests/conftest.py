@@ -31,6 +31,32 @@ def fit_and_score(model, task, updates: int, lr: float = 1e-2, batch_size: int =
     return (pred == batch.targets).float().mean().item()
 
 
+def assert_passes_match(task, eager, other, call=None, seeds=(0, 1, 2), lr=None, device="cuda") -> None:
+    """Forward + loss + backward of ``eager`` and of ``other`` (called through ``call``, default the model
+    itself) on the same fresh batches: outputs and every parameter's gradient match (float32
+    tolerances). ``lr``: after each batch, an SGD step of that size on both, so the next passes run on
+    weights changed in place."""
+    import torch
+
+    for seed in seeds:
+        batch = task.sample(4, torch.Generator().manual_seed(seed)).to(device)
+        results = []
+        for model, fn in ((eager, eager), (other, call or other)):
+            model.zero_grad(set_to_none=True)
+            out = fn(batch.inputs, batch.decoder_inputs)
+            task.loss(out, batch).backward()
+            results.append((out.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        (out_e, g_e), (out_o, g_o) = results
+        torch.testing.assert_close(out_o, out_e, rtol=1e-4, atol=1e-5)
+        for name, g in g_e.items():
+            torch.testing.assert_close(g_o[name], g, rtol=1e-3, atol=1e-5, msg=name)
+        if lr is not None:
+            with torch.no_grad():
+                for a, b in zip(eager.parameters(), other.parameters()):
+                    a.sub_(lr * a.grad)
+                    b.sub_(lr * b.grad)
+
+
 @pytest.fixture(scope="session")
 def _migrated_mlflow_db(tmp_path_factory) -> str:
     from uwbench.tracking.mlflow import ensure_experiment

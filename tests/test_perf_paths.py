@@ -21,6 +21,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_passes_match
 
 from uwbench.bench import run_benchmarks
 from uwbench.bench import format_tables, targets, workloads
@@ -419,18 +420,7 @@ def test_cuda_graph_steps_equal_eager_on_cuda(model_name, writer):
     compiled = build_model(model_name, 10, 10, values, task=task).cuda()
     compiled.load_state_dict(eager.state_dict())
     compiled.compile_steps()
-    for seed in (0, 1, 2):  # replays after the capture
-        batch = task.sample(4, torch.Generator().manual_seed(seed)).to("cuda")
-        grads = []
-        for m in (eager, compiled):
-            m.zero_grad(set_to_none=True)
-            out = m(batch.inputs, batch.decoder_inputs)
-            task.loss(out, batch).backward()
-            grads.append((out.detach().clone(), {n: p.grad.clone() for n, p in m.named_parameters()}))
-        (out_e, g_e), (out_c, g_c) = grads
-        torch.testing.assert_close(out_c, out_e, rtol=1e-4, atol=1e-5)
-        for name, g in g_e.items():
-            torch.testing.assert_close(g_c[name], g, rtol=1e-3, atol=1e-5, msg=name)
+    assert_passes_match(task, eager, compiled)  # replays after the capture
 
 
 def test_compile_steps_is_per_instance_and_off_by_default():

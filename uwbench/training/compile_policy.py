@@ -64,16 +64,21 @@ def should_compile(setting: Union[bool, str], saving_per_step: Optional[float], 
     return estimated_saving(updates, steps_per_sequence, saving_per_step) > COMPILE_SECONDS
 
 
+def _check_setting(name: str, setting, compile_setting) -> None:
+    """``train.<name>`` is auto, true or false, and true does not come with ``train.compile=true``."""
+    if setting is not True and setting is not False and setting != "auto":
+        raise ValueError(f"`train.{name}` must be auto, true or false, got {setting!r}")
+    if setting is True and compile_setting is True:
+        raise ValueError(f"train.{name}=true and train.compile=true ask for two different paths: set one of "
+                         "them to false")
+
+
 def native_decision(model, model_name: str, native, compile_setting) -> bool:
     """Whether the run takes the native path (see the module docstring); raises ``ValueError`` for a
     ``native=true`` the model cannot have."""
-    if native is not True and native is not False and native != "auto":
-        raise ValueError(f"`train.native` must be auto, true or false, got {native!r}")
+    _check_setting("native", native, compile_setting)
     if native is False:
         return False
-    if native is True and compile_setting is True:
-        raise ValueError("train.native=true and train.compile=true ask for two different paths: set one of "
-                         "them to false")
     if getattr(model, "use_native", None) is None:
         if native is True:
             raise ValueError(f"train.native=true needs a memory model (dnc or ntm), got {model_name!r}; set "
@@ -100,13 +105,9 @@ def cuda_graph_decision(model, setting, compile_setting, device, lengths: bool =
     """Whether the run captures its training forward and backward as CUDA graphs (see the module
     docstring; ``lengths``: the task's batches carry per-sequence lengths); raises ``ValueError`` for a
     ``cuda_graph=true`` the model, task or device cannot have."""
-    if setting is not True and setting is not False and setting != "auto":
-        raise ValueError(f"`train.cuda_graph` must be auto, true or false, got {setting!r}")
+    _check_setting("cuda_graph", setting, compile_setting)
     if setting is False:
         return False
-    if setting is True and compile_setting is True:
-        raise ValueError("train.cuda_graph=true and train.compile=true ask for two different paths: set one of "
-                         "them to false")
     from uwbench.models.cuda_graph import unsupported_reason
 
     reason = unsupported_reason(model, device, lengths)
