@@ -393,12 +393,14 @@ class _Sequence(torch.autograd.Function):
             d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
         if need[3]:  # step t's z used hs[t] = h_{t-1}, or a_t at a CUW write: a_t stands in hs[t] for one product
             rows = list(anchors)
-            if rows:
-                kept = ws.hs[rows]  # (W, B, H)
-                ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
-            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
-            if rows:
-                ws.hs[rows] = kept
+            kept = ws.hs[rows] if rows else None  # (W, B, H)
+            try:
+                if rows:
+                    ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
+                d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
+            finally:  # hs is the forward's record (a second backward reads it again)
+                if rows:
+                    ws.hs[rows] = kept
         d_state = ws.d_state[cur].clone() if need[7] else None
         d_r0 = d_rs[0].clone() if need[8] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them
