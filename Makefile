@@ -9,7 +9,7 @@ STORAGE ?= runs/optuna/$(STUDY).journal
 DASHBOARD_PORT ?= 8080
 PAPER_STUDIES ?= table1_memorization table2_reasoning table3_pixel_mnist ablation_figure sinusoid_figure
 
-.PHONY: install demo test test-slow lint bench paper-cpu mlflow-ui dashboard clean
+.PHONY: install demo test test-slow test-gpu lint bench paper-cpu mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -24,6 +24,9 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -q -m "slow"
+
+test-gpu: install
+	$(PY) -m pytest -q -m "gpu"
 
 lint: install
 	$(PY) -m compileall -q uwbench tests benchmarks && $(PY) -m uwbench validate studies/*.yaml
