@@ -61,7 +61,8 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"{task_name}: regular {ms['regular']:.1f} ms; " + "; ".join(
             f"{k} {ms[k]:.1f} ms: cut {row['reduction'][k]:.0%} ({row['expected_reduction'][k]:.0%})"
-            for k in ("uniform", "cached_uniform", CUW_SCHEDULE)) + f"; no encoder memory {ms[NO_ENCODER_MEMORY]:.1f} ms: share "
+            for k in ("uniform", "cached_uniform", CUW_SCHEDULE))
+              + f"; no encoder memory {ms[NO_ENCODER_MEMORY]:.1f} ms: share "
               f"{share:.0%}", flush=True)
     out = {"rows": rows, "machine": sections.machine_info(), "load_average": sections.load_average(),
            "method": __doc__.strip().splitlines()[0]}

@@ -193,7 +193,8 @@ def test_build_is_cached_per_source(monkeypatch, tmp_path):
 
 
 @needs_kernels
-@pytest.mark.parametrize("n,a_size", [(1, 6), (4, 6), (7, 16), (8, 16)])  # 16: the fixed-width path (blocks of 4 states)
+# a_size 16: the fixed-width path, its states in blocks of 4 (n = 8) and one by one (n = 1, 7)
+@pytest.mark.parametrize("n,a_size", [(1, 6), (4, 6), (7, 16), (8, 16)])
 def test_cache_attention_kernel_equals_autograd(n, a_size):
     """CUW's attention kernel (forward, and backward into the driver's per-step slabs) against the torch
     module under autograd, float64, with the cached states spread over slabs of a larger buffer."""

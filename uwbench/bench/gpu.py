@@ -18,7 +18,6 @@ Without a CUDA device the section records why it was skipped and measures nothin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -87,7 +86,7 @@ def sharing(cfg: Dict[str, Any], updates: int, log=print) -> List[Dict[str, Any]
         log(f"gpu: {k} trial(s) sharing the GPU")
         started = time.perf_counter()
         procs = [subprocess.Popen([sys.executable, "-c", _WORKER, run_cfg], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+                                  stderr=subprocess.STDOUT, text=True)
                  for _ in range(k)]
         results, errors = [], []
         for proc in procs:

@@ -22,9 +22,9 @@ from uwbench.bench import targets
 from uwbench.env import NATIVE_CACHE_ENV
 from uwbench.bench.memory import run_point
 from uwbench.bench.timing import Timing, interleave
-from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC, PYPI_DNC_VERSION,
-                                     QUICK, Workload, make_batch, make_task, memory_values, nn_lstm_workload,
-                                     pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
+from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC,
+                                     PYPI_DNC_VERSION, QUICK, Workload, make_batch, make_task, memory_values,
+                                     nn_lstm_workload, pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
 
 SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling", "gpu")  # gpu: skipped without CUDA
 # Scaling grids: memory slots D and input lengths T.

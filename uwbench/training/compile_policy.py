@@ -9,8 +9,9 @@ under ``torch.compile``; ``eager``, plain torch.
 CUDA device, no C++ compiler); ``false`` never takes it; ``auto``, the default, takes it wherever it
 applies, unless ``train.compile=true`` asks for the compiled path. Where ``auto`` cannot take it
 (an unsupported model or device: the LSTM baseline, a GRU controller, CUDA) the run goes on with
-``train.compile``'s decision below, and a missing compiler is reported as a warning that says how to
-get the native path. ``native=true`` with ``compile=true`` is an error: they are two paths.
+the rules below (on CUDA ``train.cuda_graph`` first, then ``train.compile``), and a missing compiler
+is reported as a warning that says how to get the native path. ``native=true`` with ``compile=true``
+is an error: they are two paths.
 
 ``train.cuda_graph`` (on CUDA, where the native path does not run): ``true`` captures the model's whole
 training forward and its backward as CUDA graphs (``models/cuda_graph.py``) or fails naming why it

@@ -141,10 +141,7 @@ def choose_path(model, model_name: str, tc, task) -> str:
         model.use_native(True)
         return "native"
     param = next(model.parameters())
-    if tc.cuda_graph is not False and param.device.type == "cuda":
-        lengths = task.sample(1, torch.Generator().manual_seed(0)).lengths is not None  # a probe, own generator
-    else:
-        lengths = False
+    lengths = tc.cuda_graph is not False and param.device.type == "cuda" and probe(task).lengths is not None
     if cuda_graph_decision(model, tc.cuda_graph, tc.compile, param.device, lengths):
         return "cuda_graph"
     auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
@@ -153,11 +150,16 @@ def choose_path(model, model_name: str, tc, task) -> str:
     return "compiled" if compiled else "eager"
 
 
+def probe(task):
+    """One sequence of ``task``, drawn with its own generator (the run's training stream is not touched):
+    what the path rules read of the task's batches."""
+    return task.sample(1, torch.Generator().manual_seed(0))
+
+
 def steps_per_sequence(task) -> int:
-    """Encoder + decoder steps of one training sequence, from one sample drawn with its own generator
-    (the run's training stream is not touched)."""
-    probe = task.sample(1, torch.Generator().manual_seed(0))
-    return int(probe.inputs.shape[1] + probe.decoder_inputs.shape[1])
+    """Encoder + decoder steps of one training sequence."""
+    sample = probe(task)
+    return int(sample.inputs.shape[1] + sample.decoder_inputs.shape[1])
 
 
 def build_components(run: ResolvedRun, device: torch.device):
