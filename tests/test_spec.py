@@ -289,3 +289,21 @@ def test_search_space_compiles_to_optuna_distributions():
     assert cfg == {"train": {"steps": 3, "lr": 0.01, "seed": 7}, "model": {"name": "dnc", "cache_size": 3}}
     assert space.grid_space(s | {"train.lr": spec.ChoiceParam(type="choice", values=[0.1])}, [0, 1]) == \
         {"train.lr": [0.1], "train.clip": [1, 5, 10], "seed": [0, 1]}
+
+
+def test_cell_seeds_give_chosen_cells_their_own_seeds(tmp_path):
+    from uwbench.sweeps import driver
+
+    text = edit(BASE, "  cpu: {train: {steps: 8}}", '  cpu: {cell_seeds: {"dnc-uniform-*": [0, 1, 2, 3]}}')
+    cpu = expand(load(write(tmp_path, text)), "cpu")
+    assert cpu.seeds_of("dnc-uniform-copy") == [0, 1, 2, 3] and cpu.seeds_of("lstm-T6") == [0, 1]
+    assert cpu.n_runs() == 4 * 2 + 2 * 4  # four cells on the study's 2 seeds, two on their own 4
+    assert [j.seed for j in driver.final_jobs(cpu, "dnc-uniform-reverse", [])] == [0, 1, 2, 3]
+    assert [j.seed for j in driver.final_jobs(cpu, "dnc-regular-copy", [])] == [0, 1]
+    assert cpu.all_seeds() == [0, 1, 2, 3]
+    plain = expand(load(write(tmp_path, edit(text, '{"dnc-uniform-*": [0, 1, 2, 3]}', "{}"))), "cpu")
+    assert cpu.spec_hash != plain.spec_hash  # more seeds are more runs: a new sweep
+    msg = error_of(tmp_path, edit(text, "dnc-uniform-*", "dnc-uniformm-*"))
+    assert "profiles.cpu.cell_seeds.dnc-uniformm-*: matches no cell" in msg
+    msg = error_of(tmp_path, edit(text, "[0, 1, 2, 3]", "[0, 1, 1]"))
+    assert "repeated seeds" in msg

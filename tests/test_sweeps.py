@@ -283,7 +283,9 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
     assert set(children["tags.status"]) == {"finished"} and set(children["status"]) == {"FINISHED"}
     assert len(runs(uri, "killme", deleted=True)) == 0  # an interrupted run is resumed under its own run id
     retried = children[children["tags.retry_of"].notna()] if "tags.retry_of" in children.columns else children[:0]
-    assert len(retried) == 2  # each interrupted trial ran again, exactly once
+    # each interrupted run resumed under its own run id: the replacement worker takes the killed trial's retry
+    # first when it is already queued (the same run then interrupted twice), else the next seed (two runs)
+    assert 1 <= len(retried) <= 2
 
 
 @pytest.fixture
@@ -458,3 +460,22 @@ def test_memory_size_and_cache_size_are_searched_and_the_final_runs_use_the_best
     best = trials.sort_values(["metrics.best_eval_accuracy", "number"], ascending=[False, True]).iloc[0]
     assert int(final.iloc[0]["tags.best_trial"]) == best["number"]  # ties: the earliest trial
     assert json.loads(final.iloc[0]["tags.search_params"]) == json.loads(best["tags.search_params"])
+
+
+def test_one_worker_runs_the_cells_round_robin_so_a_cut_off_study_is_even(sweep_env, tmp_path):
+    """Every cell's first seed before any cell's second: a study stopped part-way has every cell."""
+    env, uri = sweep_env
+    path = study_file(tmp_path, "robin", f"""
+        mode: faithful
+        task: {{name: copy, seq_len: 4, test_size: 8}}
+        fixed: {{train: {TINY_TRAIN}}}
+        cells:
+          - {{model: lstm, name: a, set: {{model: {{hidden_size: 8}}}}}}
+          - {{model: lstm, name: b, set: {{model: {{hidden_size: 8}}}}}}
+        seeds: [0, 1]
+        profiles: {{cpu: {{cell_seeds: {{"b": [0, 1, 2]}}}}, smoke: {{}}}}
+    """)
+    sweep(env, path, "--profile", "cpu", "--workers", "0", "--tracking-uri", uri)
+    children = runs(uri, "robin").query("`tags.role` == 'final'").sort_values("start_time")
+    order = list(zip(children["tags.cell"], children["tags.seed"].astype(int)))
+    assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("b", 2)]

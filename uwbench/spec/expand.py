@@ -374,6 +374,20 @@ def _paper_cells(spec: StudySpec, profile: str, cells: List[Cell], all_ids: set,
     return dict(mapping)
 
 
+def _cell_seeds(prof: Profile, profile: str, cells: List[Cell], fail: Fail) -> Dict[str, List[int]]:
+    """The profile's ``cell_seeds`` resolved to cell ids (a cell takes the first pattern it matches); a pattern
+    that matches no cell is an error, as a misspelt one would silently run the study's seeds."""
+    out: Dict[str, List[int]] = {}
+    for pattern, seeds in prof.cell_seeds.items():
+        hits = [c.id for c in cells if fnmatch.fnmatchcase(c.id, pattern)]
+        if not hits:
+            raise fail(f"profiles.{profile}.cell_seeds.{pattern}: matches no cell; cells: "
+                       f"{', '.join(c.id for c in cells)}")
+        for cid in hits:
+            out.setdefault(cid, list(seeds))
+    return out
+
+
 def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search, waits, fail: Fail,
           overrides=None) -> Plan:
     seeds = list(prof.seeds if prof.seeds is not None else spec.seeds)
@@ -383,7 +397,7 @@ def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search
     plan = Plan(spec=spec, profile=profile, path=path, cells=cells, mode=spec.mode, seeds=seeds,
                 final_seeds=final_seeds, search=search, objective=spec.objectives[0], budget=prof.budget or spec.budget,
                 pruning=prof.pruning or spec.pruning, spec_hash="", waits_for=waits, objectives=spec.objectives,
-                overrides=overrides or {})
+                overrides=overrides or {}, cell_seeds=_cell_seeds(prof, profile, cells, fail))
     plan.spec_hash = plan_hash(plan)
     return plan
 

@@ -24,6 +24,8 @@ def plan_hash(plan: Plan) -> str:
         "budget": plan.budget.model_dump() if plan.budget else None,
         "pruning": plan.pruning.model_dump(),
     }
+    if plan.cell_seeds:  # only when given, as the overrides
+        payload["cell_seeds"] = plan.cell_seeds
     if plan.overrides:  # only when given, so the hash of a study run without --set is unchanged
         payload["overrides"] = plan.overrides
     text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))

@@ -47,6 +47,7 @@ class Plan:
     objectives: List[Objective] = field(default_factory=list)  # every objective, ``objective`` first
     overrides: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # ``--set``: {section: {key: value}}
     skipped_cells: List[str] = field(default_factory=list)  # cells of the study left out by ``--cells``
+    cell_seeds: Dict[str, List[int]] = field(default_factory=dict)  # cell id -> its seeds, where not ``seeds``
 
     def __post_init__(self):
         if not self.objectives:
@@ -70,15 +71,27 @@ class Plan:
         combos = itertools.product(*(self.search[k].values for k in keys))
         return [dict(zip(keys, combo)) for combo in combos]
 
-    def runs_per_cell(self) -> int:
-        """Planned runs of a cell; a multi-objective study re-runs every Pareto-optimal trial, so this is its
-        least (one Pareto-optimal trial)."""
+    def seeds_of(self, cell_id: str) -> List[int]:
+        """The seeds a faithful cell runs: its own (a profile's ``cell_seeds``) or the study's."""
+        return self.cell_seeds.get(cell_id, self.seeds)
+
+    def all_seeds(self) -> List[int]:
+        """Every seed some cell runs, in first-seen order."""
+        out: List[int] = []
+        for seeds in [self.seeds, *self.cell_seeds.values()]:
+            out += [s for s in seeds if s not in out]
+        return out
+
+    def runs_per_cell(self, cell_id: Optional[str] = None) -> int:
+        """Planned runs of a cell (without one: of a cell on the study's seeds); a multi-objective study
+        re-runs every Pareto-optimal trial, so this is its least (one Pareto-optimal trial)."""
         if self.mode == "faithful":
-            return len(self.grid_points()) * len(self.seeds)
+            seeds = self.seeds_of(cell_id) if cell_id is not None else self.seeds
+            return len(self.grid_points()) * len(seeds)
         return self.budget.n_trials + len(self.final_seeds)
 
     def n_runs(self) -> int:
-        return self.runs_per_cell() * len(self.cells)
+        return sum(self.runs_per_cell(c.id) for c in self.cells)
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:

@@ -209,6 +209,9 @@ class Profile(Strict):
     grid: Dict[str, List[Scalar]] = {}  # replace the values of a grid axis in every group that has it
     cells: Optional[List[str]] = None  # keep only the cells matching these patterns (fnmatch)
     seeds: Optional[List[int]] = None
+    # faithful studies: the seeds of the cells matching a pattern (fnmatch), in place of ``seeds``, e.g.
+    # more seeds for the cells whose spread is wide; a cell takes the first pattern it matches
+    cell_seeds: Dict[str, List[int]] = {}
     final_seeds: Optional[List[int]] = None
     budget: Optional[Budget] = None
     pruning: Optional[Pruning] = None
@@ -281,6 +284,11 @@ class StudySpec(Strict):
                     raise ValueError(f"profiles.{name}.{section}.name: a profile cannot change the {section}")
             if prof.seeds is not None:
                 _check_seeds(f"profiles.{name}.seeds", prof.seeds)
+            if prof.cell_seeds and self.mode != "faithful":
+                raise ValueError(f"profiles.{name}.cell_seeds: only a faithful study runs its cells over seeds "
+                                 "(a tuned one re-runs its best config on `final_seeds`)")
+            for pattern, seeds in prof.cell_seeds.items():
+                _check_seeds(f"profiles.{name}.cell_seeds.{pattern}", seeds)
         for section in SECTIONS:
             if "name" in getattr(self.fixed, section):
                 raise ValueError(f"fixed.{section}.name is not allowed (use `task.name` or the groups' `model`)")

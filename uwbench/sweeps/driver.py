@@ -143,22 +143,23 @@ def final_jobs(plan: Plan, cell_id: str, rows: List[common.Record]) -> List[Fina
             return []
         return [FinalJob(dict(best.params), int(seed), i, {"best_trial": best.number})
                 for i, seed in enumerate(plan.final_seeds)]
-    return [FinalJob({**point, space.SEED_PARAM: seed}, int(seed), i * len(plan.seeds) + j, {})
-            for i, point in enumerate(plan.grid_points()) for j, seed in enumerate(plan.seeds)]
+    seeds = plan.seeds_of(cell_id)
+    return [FinalJob({**point, space.SEED_PARAM: seed}, int(seed), i * len(seeds) + j, {})
+            for i, point in enumerate(plan.grid_points()) for j, seed in enumerate(seeds)]
 
 
 def search_done(plan: Plan, rows: List[common.Record]) -> bool:
     return plan.mode == "faithful" or sum(r.role == "trial" for r in rows) >= plan.budget.n_trials
 
 
-def cell_planned(plan: Plan, rows: List[common.Record]) -> int:
+def cell_planned(plan: Plan, rows: List[common.Record], cell_id: Optional[str] = None) -> int:
     """Runs a cell counts: its plan, less the final runs of a search in which no trial finished; with
     several objectives, once the search is done, its trials and the final runs of each Pareto-optimal one."""
     if plan.mode == "tuned" and plan.multi_objective and search_done(plan, rows):
         return plan.budget.n_trials + len(selection.pareto_trials(rows, plan.directions)) * len(plan.final_seeds)
     if plan.mode == "tuned" and search_done(plan, rows) and common.best_record(rows, plan.objective.direction) is None:
         return plan.budget.n_trials
-    return plan.runs_per_cell()
+    return plan.runs_per_cell(cell_id)
 
 
 def _by_cell(plan: Plan, records: List[common.Record]) -> Dict[str, List[common.Record]]:
@@ -169,11 +170,11 @@ def _by_cell(plan: Plan, records: List[common.Record]) -> Dict[str, List[common.
 
 
 def planned_total(plan: Plan, records: List[common.Record]) -> int:
-    return sum(cell_planned(plan, rows) for rows in _by_cell(plan, records).values())
+    return sum(cell_planned(plan, rows, cid) for cid, rows in _by_cell(plan, records).items())
 
 
 def finished_cells(plan: Plan, records: List[common.Record]) -> List[str]:
-    return [cid for cid, rows in _by_cell(plan, records).items() if len(rows) >= cell_planned(plan, rows)]
+    return [cid for cid, rows in _by_cell(plan, records).items() if len(rows) >= cell_planned(plan, rows, cid)]
 
 
 def complete(plan: Plan, records: List[common.Record]) -> bool:

@@ -71,7 +71,7 @@ def phase_space(plan: Plan, phase: str) -> Dict[str, Any]:
     """What a trial of this phase suggests: the search space, plus the seed for final/grid trials."""
     if phase == "search":
         return dict(plan.search)
-    seeds = plan.final_seeds if plan.mode == "tuned" else plan.seeds
+    seeds = plan.final_seeds if plan.mode == "tuned" else plan.all_seeds()
     return {**plan.search, space.SEED_PARAM: ChoiceParam(type="choice", values=list(seeds))}
 
 
@@ -395,26 +395,36 @@ class TrialRunner:
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        for cell in self.plan.cells:
-            for phase in phases(self.plan):
-                waiting = self.studies.trials(cell.id, phase, states=(TrialState.WAITING,))
-                for t in sorted(waiting, key=lambda t: t.number):
-                    tid = self.studies.trial_id(cell.id, phase, t.number)
-                    try:
-                        if not self.storage.set_trial_state_values(tid, state=TrialState.RUNNING):
-                            continue
-                    except UpdateFinishedTrialError:
-                        continue
-                    self.storage.set_trial_user_attr(tid, "worker", self.worker_id)
-                    self.storage.set_trial_user_attr(tid, "machine", self.ctx.machine)
-                    beat = Heartbeat(self.storage, tid, self.s.heartbeat_interval, self.journal)
-                    if self.studies.duplicate(cell.id, phase, t):
-                        beat.stop()
-                        self.storage.set_trial_user_attr(tid, "status", DUPLICATE)
-                        self.storage.set_trial_state_values(tid, state=TrialState.FAIL)
-                        continue
-                    return cell.id, phase, tid, beat
+        for cell_id, phase, t in self.waiting():
+            tid = self.studies.trial_id(cell_id, phase, t.number)
+            try:
+                if not self.storage.set_trial_state_values(tid, state=TrialState.RUNNING):
+                    continue
+            except UpdateFinishedTrialError:
+                continue
+            self.storage.set_trial_user_attr(tid, "worker", self.worker_id)
+            self.storage.set_trial_user_attr(tid, "machine", self.ctx.machine)
+            beat = Heartbeat(self.storage, tid, self.s.heartbeat_interval, self.journal)
+            if self.studies.duplicate(cell_id, phase, t):
+                beat.stop()
+                self.storage.set_trial_user_attr(tid, "status", DUPLICATE)
+                self.storage.set_trial_state_values(tid, state=TrialState.FAIL)
+                continue
+            return cell_id, phase, tid, beat
         return None
+
+    def waiting(self) -> List[Tuple[str, str, Any]]:
+        """Every WAITING trial, in the order they are run: round-robin over the cells (every cell's first
+        job, then every cell's second, ...), so a study cut off early has every cell with as many seeds as
+        the others, not some cells done and the rest empty. Search trials come before final runs."""
+        from optuna.trial import TrialState
+
+        out = []
+        for pos, cell in enumerate(self.plan.cells):
+            for rank, phase in enumerate(phases(self.plan)):
+                for t in self.studies.trials(cell.id, phase, states=(TrialState.WAITING,)):
+                    out.append(((rank, int(t.user_attrs.get("index", legacy_index(t))), pos, t.number), cell.id, phase, t))
+        return [(cid, phase, t) for _, cid, phase, t in sorted(out, key=lambda e: e[0])]
 
     def run_one(self) -> bool:
         claimed = self.claim()
