@@ -1,30 +1,49 @@
-"""Report verdicts: Kendall's tau-b, the paper's claims under the one overlap rule (a clear yes, a clear no,
-overlapping spreads, too few seeds, claims that do not apply), the ablation's ratio-window claim, compute,
-and the section in a built report."""
+"""Report verdicts: Kendall's tau-b (scipy, with its p-value), the paper's claims under the one rule (the
+regime gate, Welch's t-test, Holm's correction: a clear yes, a clear no, within the noise, too few seeds,
+not testable at this budget, claims that do not apply), the ablation's ratio-window claim, the regime rule
+on curve fixtures, compute, and the section in a built report."""
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from uwbench.report import render, runs, study, tables, verdicts
-from uwbench.report.verdicts import INCONCLUSIVE, NO, YES, Claim, Side, Value
+from uwbench.report import regime, render, runs, stats, study, tables, verdicts
+from uwbench.report.regime import Regime
+from uwbench.report.compute import compute
+from uwbench.report.verdicts import INCONCLUSIVE, NO, NOT_TESTABLE, YES, Claim, Side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
 
 
+def spread(mean, std, n):
+    """n values with exactly this mean and sample std (evenly spaced)."""
+    if mean is None or n == 0:
+        return ()
+    if n == 1 or std is None:
+        return (float(mean),) * n
+    z = np.linspace(-1.0, 1.0, n)
+    z = z / z.std(ddof=1)
+    return tuple(float(mean + std * v) for v in z)
+
+
 def cell(cell_id, model="dnc", writer="regular", task="copy", seq_len=50, memory_size=4, mean=None, std=None, n=3,
-         sec100=None, sec100_std=None, controller="ln_lstm", device="cpu", state=tables.OK):
+         sec100=None, sec100_std=None, controller="ln_lstm", device="cpu", state=tables.OK, cpu100=None):
     """One row of the report's cell table (``tables.summarize``) with the columns the verdicts read."""
+    cpu = spread(cpu100 if cpu100 is not None else sec100, sec100_std, n) if sec100 is not None else ()
     row = {}
-    row.update(cell=cell_id, cache_size=None, hidden_size=None, paper=None, in_spec=True, task=task, model=model, controller=controller, writer=writer,
+    row.update(cell=cell_id, cache_size=None, hidden_size=None, paper=None, in_spec=True, task=task, model=model,
+               controller=controller, writer=writer,
                seq_len=seq_len, memory_size=memory_size if model != "lstm" else None,
                compression_ratio=((memory_size + 1) / seq_len) if model != "lstm" else None,
                n=n, n_failed=0, n_trials=0, grid_points=1, mean=mean, std=std, state=state,
-               sec100_mean=sec100, sec100_std=sec100_std, device=device, verdict="")
+               sec100_mean=sec100, sec100_std=sec100_std, device=device, verdict="",
+               samples=spread(mean, std, n), run_ids=tuple(f"{cell_id}-{i}" for i in range(n)),
+               cpu_samples=cpu, wall_samples=spread(sec100, sec100_std, n) if sec100 is not None else ())
     return row
 
 
@@ -32,9 +51,14 @@ def frame(*rows):
     return pd.DataFrame(list(rows))
 
 
-def result(claim_id, summary, metric="accuracy"):
+CONVERGED = Regime(regime.CONVERGED, 10000, 0.1)
+
+
+def result(claim_id, summary, metric="accuracy", regimes=None):
+    """A claim's result, every cell converged unless ``regimes`` says otherwise."""
     claim = next(c for c in verdicts.CLAIMS if c.id == claim_id)
-    return verdicts.evaluate(claim, summary, metric)
+    regs = {c: CONVERGED for c in summary["cell"]} if regimes is None else regimes
+    return verdicts.evaluate(claim, summary, metric, regs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -42,25 +66,40 @@ def result(claim_id, summary, metric="accuracy"):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_kendall_tau_b_known_values():
-    tau = verdicts.kendall_tau_b
-    assert tau([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert tau([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert tau([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)  # 2 concordant, 1 discordant of 3 pairs
+def test_kendall_tau_b_from_scipy_with_its_p_value():
+    from scipy import stats as sp
+
+    tau = stats.kendall
+    assert tau([1, 2, 3, 4], [10, 20, 30, 40]).tau == pytest.approx(1.0)
+    assert tau([1, 2, 3, 4], [4, 3, 2, 1]).tau == pytest.approx(-1.0)
+    assert tau([1, 2, 3], [1, 3, 2]).tau == pytest.approx(1 / 3)  # 2 concordant, 1 discordant of 3 pairs
     # ties: x has one tied pair; 5 pairs untied in x, all 6 untied in y; C=5, D=0 -> 5 / sqrt(5 * 6)
-    assert tau([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(5 / (5 * 6) ** 0.5)
-    assert tau([5.0], [1.0]) is None  # n < 2
-    assert tau([], []) is None
-    assert tau([2, 2, 2], [1, 2, 3]) is None  # one side all tied: undefined
+    assert tau([1, 2, 2, 3], [1, 2, 3, 4]).tau == pytest.approx(5 / (5 * 6) ** 0.5)
+    x, y = [97.7, 69.3, 68.0, 44.2, 44.2, 15.6, 12.7, 83.8], [90.1, 71.0, 71.0, 50.2, 40.0, 20.0, 20.0, 80.0]
+    got, want = tau(x, y), sp.kendalltau(x, y)
+    assert (got.tau, got.p) == (pytest.approx(want.statistic), pytest.approx(want.pvalue)) and 0 < got.p < 0.05
+    assert tau([5.0], [1.0]).tau is None  # n < 2
+    assert tau([2, 2, 2], [1, 2, 3]).tau is None  # one side all tied: undefined
     with pytest.raises(ValueError, match="paired"):
         tau([1, 2], [1])
 
 
-def test_kendall_tau_b_agrees_with_scipy_on_ties():
-    stats = pytest.importorskip("scipy.stats")
-    x = [97.7, 69.3, 68.0, 44.2, 44.2, 15.6, 12.7, 83.8]
-    y = [90.1, 71.0, 71.0, 50.2, 40.0, 20.0, 20.0, 80.0]
-    assert verdicts.kendall_tau_b(x, y) == pytest.approx(stats.kendalltau(x, y).statistic)
+def test_welch_and_holm_against_hand_computed_values():
+    # a = 1, 2, 3 (mean 2, var 1); b = 4, 5, 6.5 (mean 31/6, var 19/12): se = sqrt(1/3 + 19/36), t = (2 - 31/6) / se
+    t = stats.welch([1, 2, 3], [4, 5, 6.5])
+    se = (1 / 3 + 19 / 36) ** 0.5
+    assert t.t == pytest.approx((2 - 31 / 6) / se)
+    df = (1 / 3 + 19 / 36) ** 2 / ((1 / 3) ** 2 / 2 + (19 / 36) ** 2 / 2)  # Welch-Satterthwaite
+    from scipy.stats import t as student
+
+    assert t.p == pytest.approx(2 * student.sf(abs(t.t), df))
+    assert stats.welch([1.0], [2.0, 3.0]).p is None  # one seed: no spread
+    assert stats.welch([1.0, 1.0], [1.0, 1.0]).p == 1.0
+    # Holm: sorted 0.01 <= 0.05/3, then 0.03 > 0.05/2 stops
+    assert stats.holm([0.01, 0.04, 0.03]) == [True, False, False]
+    assert stats.holm([0.01, 0.02, 0.03]) == [True, True, True]  # 0.01<=.0167, 0.02<=.025, 0.03<=.05
+    assert stats.holm([0.04, None]) == [True, False]  # an untested comparison is not in the family
+    assert stats.holm_adjusted([0.01, 0.04, 0.03]) == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06)]
 
 
 def test_orderings_per_paper_table_column():
@@ -73,8 +112,9 @@ def test_orderings_per_paper_table_column():
     for column, seq_len in (("T=50", 50), ("T=100", 100)):
         done = summary[(summary["seq_len"] == seq_len) & (summary["state"] == tables.OK) & summary["paper"].notna()]
         assert found[column].n == len(done)
-        want = verdicts.kendall_tau_b(list(done["mean"]), list(done["paper"]))
-        assert found[column].tau == pytest.approx(want, abs=1e-6) if want is not None else found[column].tau is None
+        want = stats.kendall(list(done["mean"]), list(done["paper"]))
+        assert found[column].tau == pytest.approx(want.tau, abs=1e-6) if want.tau is not None else found[column].tau is None
+        assert found[column].p == (pytest.approx(want.p) if want.p is not None else None)
 
 
 def test_ordering_text_says_why_it_is_undefined():
@@ -88,15 +128,28 @@ def test_ordering_text_says_why_it_is_undefined():
 # --------------------------------------------------------------------------------------------------
 
 
-def test_the_one_rule():
-    hi = True
-    assert verdicts.compare(Value(95, 1, 3), Value(70, 2, 3), hi) == (YES, "")
-    assert verdicts.compare(Value(60, 1, 3), Value(80, 1, 3), hi) == (NO, "")
-    assert verdicts.compare(Value(80, 5, 3), Value(78, 5, 3), hi)[0] == INCONCLUSIVE  # spreads overlap
-    assert verdicts.compare(Value(80, 1, 3), Value(78, 1, 3), hi)[0] == INCONCLUSIVE  # 79-81 touches 77-79
-    assert "seeds" in verdicts.compare(Value(95, None, 1), Value(70, 2, 3), hi)[1]  # n < 2: no spread
-    assert verdicts.compare(Value(1.0, 0.1, 3), Value(2.0, 0.1, 3), higher_better=False) == (YES, "")
-    assert verdicts.compare(Value(1.0, 0.1, 3), Value(2.0, 0.1, 3), False, same_device=False)[0] == INCONCLUSIVE
+def test_the_one_rule_gate():
+    from uwbench.report.verdicts import Value
+
+    rising = Regime(regime.RISING, 2000, 5.8, detail="still improving by +5.8 points per 1,000 updates")
+    ok = verdicts.gate(Value(95, 1, 3, "UW", regime=CONVERGED), Value(70, 2, 3, "DNC", regime=CONVERGED), True)
+    assert ok == (None, "")
+    verdict, why = verdicts.gate(Value(95, 1, 3, "UW", regime=rising), Value(70, 2, 3, "DNC", regime=CONVERGED), True)
+    assert verdict == NOT_TESTABLE and why.startswith("UW: rising, still improving by +5.8 points")
+    verdict, why = verdicts.gate(Value(95, 1, 3, "UW"), Value(70, 2, 3, "DNC", regime=CONVERGED), True)
+    assert verdict == NOT_TESTABLE and "unknown" in why  # no regime: never assumed converged
+    assert verdicts.gate(Value(95, 1, 3, "UW"), Value(70, 2, 3), needs_regime=False) == (None, "")  # time claims
+    assert "seeds" in verdicts.gate(Value(95, None, 1, regime=CONVERGED), Value(70, 2, 3, regime=CONVERGED), True)[1]
+    assert verdicts.gate(Value(1.0, 0.1, 3), Value(2.0, 0.1, 3), False, same_device=False)[0] == INCONCLUSIVE
+
+
+def test_rising_sides_make_a_claim_not_testable_never_yes_or_no():
+    s = frame(cell("reg", mean=70, std=2), cell("uw", writer="uniform", mean=95, std=1))
+    rising = Regime(regime.RISING, 2000, 7.4, detail="still improving")
+    r = result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising})
+    assert r.verdict == NOT_TESTABLE and r.comparisons[0].p is None and "DNC+UW: rising" in r.comparisons[0].reason
+    at_guess = Regime(regime.AT_GUESS, 2000, 0.0, 2.2, 2.25)
+    assert result("uw-beats-regular", s, regimes={"reg": at_guess, "uw": CONVERGED}).verdict == NOT_TESTABLE
 
 
 def test_clear_yes_clear_no_and_overlap():
@@ -109,7 +162,8 @@ def test_clear_yes_clear_no_and_overlap():
     assert no.verdict == NO
     overlap = result("uw-beats-regular",
                      frame(cell("reg", mean=78, std=5), cell("uw", writer="uniform", mean=80, std=5)))
-    assert overlap.verdict == INCONCLUSIVE and "overlap" in overlap.comparisons[0].reason
+    assert overlap.verdict == INCONCLUSIVE and "within the noise" in overlap.comparisons[0].reason
+    assert overlap.comparisons[0].p > 0.05
     one_seed = result("uw-beats-regular", frame(cell("reg", mean=70, std=None, n=1),
                                                 cell("uw", writer="uniform", mean=95, std=None, n=1)))
     assert one_seed.verdict == INCONCLUSIVE
@@ -152,10 +206,14 @@ def test_claims_restricted_to_their_tasks():
 def test_time_claim_lower_wins_and_needs_one_device():
     s = frame(cell("reg", sec100=4.0, sec100_std=0.1, mean=70, std=1),
               cell("uw", writer="uniform", sec100=2.5, sec100_std=0.1, mean=95, std=1),
-              cell("cuw", writer="cached_uniform", sec100=4.2, sec100_std=0.1, mean=90, std=1))
-    r = result("uw-cuw-cut-time", s)
+              cell("cuw", writer="cached_uniform", sec100=4.6, sec100_std=0.1, mean=90, std=1))
+    r = result("uw-cuw-cut-time", s, regimes={})  # time claims need no convergence
     assert [c.verdict for c in r.comparisons] == [YES, NO] and r.verdict == NO
-    assert r.measure_name == "s / 100 updates"
+    assert r.measure_name == "CPU s / 100 updates"
+    s = frame(cell("reg", sec100=4.0, sec100_std=0.1, cpu100=2.5),  # wall: UW 2.5 < 4.0; CPU: UW 3.0 > 2.5, so no
+              cell("uw", writer="uniform", sec100=2.5, sec100_std=0.1, cpu100=3.0))
+    r = result("uw-cuw-cut-time", s, regimes={})
+    assert r.verdict == NO and r.comparisons[0].winner.wall == pytest.approx(2.5)  # judged on CPU, wall beside
     s = frame(cell("reg", sec100=4.0, sec100_std=0.1), cell("uw", writer="uniform", sec100=2.5, sec100_std=0.1,
                                                              device="cuda:0"))
     r = result("uw-cuw-cut-time", s)
@@ -167,8 +225,9 @@ def test_mse_claims_prefer_lower_values():
                   loser=Side(None, ("regular",)))
     s = frame(cell("reg", task="sinusoid", mean=1.05, std=0.05), cell("uw", task="sinusoid", writer="uniform",
                                                                       mean=0.44, std=0.05))
-    assert verdicts.evaluate(claim, s, "mse").verdict == YES
-    assert verdicts.evaluate(claim, s, "accuracy").verdict == NO
+    regs = {"reg": CONVERGED, "uw": CONVERGED}
+    assert verdicts.evaluate(claim, s, "mse", regs).verdict == YES
+    assert verdicts.evaluate(claim, s, "accuracy", regs).verdict == NO
 
 
 def test_the_figure_and_table_3_claims_apply_to_their_own_tasks():
@@ -191,7 +250,7 @@ def test_the_figure_and_table_3_claims_apply_to_their_own_tasks():
     assert result("uw-beats-regular", px) is None
 
 
-def ablation(gains, stds=(1.0, 1.0), memory=(2, 4, 9, 24), seq_len=50, n=3):
+def ablation(gains, stds=(1.0, 2.0), memory=(2, 4, 9, 24), seq_len=50, n=3):
     """Regular at 50 %, UW at 50 % + gain, per D (ratios 6, 10, 20, 50 % at T=50)."""
     rows = []
     for d, g in zip(memory, gains):
@@ -205,10 +264,10 @@ def test_ablation_window_claim():
     r = result("uw-gain-peaks", ablation([1, 20, 15, 2]))  # peak at 10 %, inside 10-40 %
     assert r.verdict == YES
     c = r.comparisons[0]
-    assert c.winner.mean == 20 and c.loser.mean == 2 and c.winner.std == 2.0  # spread std_UW + std_regular
+    assert c.winner.mean == pytest.approx(20) and c.loser.mean == pytest.approx(2)  # per-seed gains
     assert "10%" in c.winner.label and "50%" in c.loser.label
     assert result("uw-gain-peaks", ablation([25, 5, 3, 1])).verdict == NO  # peak at 6 %, outside
-    assert result("uw-gain-peaks", ablation([1, 6, 5, 4], stds=(1.5, 1.5))).verdict == INCONCLUSIVE
+    assert result("uw-gain-peaks", ablation([1, 6, 5, 4], stds=(1.5, 4.0))).verdict == INCONCLUSIVE
     assert result("uw-gain-peaks", ablation([1, 20], memory=(9, 14))) is None  # 20 %, 30 %: nothing outside
     assert result("uw-gain-peaks", ablation([1, 20, 15, 2], n=1)).verdict == INCONCLUSIVE
     panels = pd.concat([ablation([1, 20, 15, 2]).assign(controller="lstm"),
@@ -240,15 +299,15 @@ def test_compute_from_runs_and_curves():
     curves = pd.DataFrame([{"run_id": "f1", "metric": "train_loss", "step": s, "value": 0.1} for s in (100, 500)]
                           + [{"run_id": "f2", "metric": "train_loss", "step": 800, "value": 0.1},
                              {"run_id": "t1", "metric": "train_loss", "step": 9999, "value": 0.1}])
-    c = verdicts.compute(r, curves)
+    c = compute(r, curves)
     assert c.core_hours == pytest.approx(1.5) and c.gpu_hours == pytest.approx(1.0)
     assert (c.n_runs, c.n_timed, c.n_trials, c.n_finals) == (4, 3, 2, 2)
     assert c.updates == [500, 800] and c.seeds == [1, 2] and c.seeds_per_cell == 2
     text = c.text()
     assert "1.50 CPU core-hours and 1.00 GPU-hours" in text and "500-800 updates" in text and "1 thread" in text
-    c2 = verdicts.compute(r.assign(threads=2.0), curves)
+    c2 = compute(r.assign(threads=2.0), curves)
     assert c2.core_hours == pytest.approx(3.0) and "each run's threads" in c2.text()
-    assert verdicts.compute(r.iloc[0:0], curves).core_hours == 0.0
+    assert compute(r.iloc[0:0], curves).core_hours == 0.0
 
 
 def test_report_has_the_verdicts_section(tmp_path):
@@ -261,7 +320,8 @@ def test_report_has_the_verdicts_section(tmp_path):
     assert "## Search analysis" not in readme  # a faithful study searches nothing
     claims = pd.read_csv(tmp_path / "fixture_copy" / "verdicts.csv")
     assert set(claims["claim"]) <= {c.id for c in verdicts.CLAIMS} and len(claims)
-    assert set(claims["verdict"]) <= {YES, NO, INCONCLUSIVE}
+    assert set(claims["verdict"]) <= {YES, NO, INCONCLUSIVE, NOT_TESTABLE}
+    assert os.path.exists(tmp_path / "fixture_copy" / "regimes.csv")
     order = pd.read_csv(tmp_path / "fixture_copy" / "orderings.csv")
     assert list(order["column"]) == ["T=50", "T=100"]
     page = (tmp_path / "fixture_copy" / "report.html").read_text()

@@ -284,7 +284,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [f"**Paper.** {study.paper_ref}", ""]
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
               f"within 2 std of ours = matches, within {study.tol:g}"
-              f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off).", ""]
+              f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off; only at the "
+              "paper's budget: a cell that made fewer updates than the paper's is marked reduced budget).", ""]
     flags = set_flag(runs)
     if missing:
         lines += [_missing_line(study, missing, flags), ""]
@@ -458,10 +459,12 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "`runs.csv` (the MLflow rows used) and `report.html`. Rebuild all with `uwbench report --all`; "
             "one without MLflow with `uwbench report --from-csv reports/<study>/runs.csv`.\n\n"
             "Status: **matches** (the paper's value within 2 std of ours), **within tolerance** (within the "
-            "study's tolerance), **off**, **not run**; a study takes its worst cell's verdict. A `cpu` profile "
-            "runs far fewer updates than the paper, so its absolute values are expected to be off; its report's "
-            "verdicts say whether the paper's orderings and claims hold (**yes** / **no** / **inconclusive** "
-            "when the mean ± std intervals overlap).\n\n"
+            "study's tolerance), **off**, **not run**, each only where the runs had the paper's budget; cells "
+            "that made fewer updates are **reduced budget**, never held against the paper's value. A study takes "
+            "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "
+            "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05), **inconclusive** (within "
+            "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
+            "loss has not left the guessing level: each report's regime table says which).\n\n"
             + tables.to_markdown(t))
     os.makedirs(root, exist_ok=True)
     path = os.path.join(root, "README.md")

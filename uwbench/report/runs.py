@@ -36,7 +36,11 @@ META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_s
 # on a shared machine: it leaves out the waiting for a core); torch_threads: the run's intra-op threads.
 METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "mean_cpu_seconds_per_100",
                                                       "train_seconds", "eval_seconds", "torch_threads")
-ID_INT_COLUMNS = ("trial_number", "num_parameters")  # the integer columns that are not axes
+# steps: the updates a run made (the last step of its learning curve; the configured budget for a run without
+# one), so a reader sees each run's budget
+BUDGET_COLUMNS = ("steps",)
+STEPS_PARAM = "params.train.steps"
+ID_INT_COLUMNS = ("trial_number", "num_parameters", "steps")  # the integer columns that are not axes
 
 
 def axis_columns() -> Tuple[str, ...]:
@@ -45,7 +49,7 @@ def axis_columns() -> Tuple[str, ...]:
 
 
 def columns() -> Tuple[str, ...]:
-    return ID_COLUMNS + axis_columns() + META_COLUMNS + METRIC_COLUMNS
+    return ID_COLUMNS + axis_columns() + BUDGET_COLUMNS + META_COLUMNS + METRIC_COLUMNS
 
 
 def int_columns() -> Tuple[str, ...]:
@@ -167,6 +171,8 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
             keys = [f"tags.{col}"]
             if col in params:
                 keys.append(f"params.{params[col]}")
+            if col == "steps":
+                keys.append(STEPS_PARAM)
             keys.append(f"metrics.{col}")
             row[col] = _first(record, *keys)
         row["study"] = row["study"] or study_id
@@ -211,6 +217,21 @@ def _sort_key(row: Mapping):
     return key
 
 
+def with_steps(rows: List[Dict], curves: pd.DataFrame) -> List[Dict]:
+    """Each run's ``steps``: the last step of its learning curve where it has one, else as recorded (the
+    configured budget)."""
+    last: Dict[str, int] = {}
+    if len(curves):
+        last = {str(k): int(v) for k, v in curves.groupby("run_id")["step"].max().items()}
+    out = []
+    for r in rows:
+        r = dict(r)
+        if str(r.get("run_id")) in last:
+            r["steps"] = last[str(r.get("run_id"))]
+        out.append(r)
+    return out
+
+
 def runs_text(rows: Iterable[Mapping]) -> str:
     return to_csv_text(columns(), sorted(rows, key=_sort_key))
 
@@ -243,15 +264,19 @@ class Snapshot:
     report sees data, whichever the source)."""
 
     def __init__(self, runs: str, curves: str = "", traces: str = ""):
-        self.runs_csv = runs
         self.curves_csv = curves or to_csv_text(CURVE_COLUMNS, [])
         self.traces_csv = traces or to_csv_text(TRACE_COLUMNS, [])
+        self.curves = read_csv_text(self.curves_csv, ("step", "value"))
         numeric = numeric_columns()
-        self.runs = read_csv_text(self.runs_csv, numeric)
+        self.runs = read_csv_text(runs, numeric)
         for c in columns():
             if c not in self.runs.columns:  # an older snapshot: missing columns read as empty
                 self.runs[c] = np.nan if c in numeric else ""
-        self.curves = read_csv_text(self.curves_csv, ("step", "value"))
+        if len(self.runs) and self.runs["steps"].isna().any():  # runs.csv without the updates made: from the curves
+            rows = self.runs[list(columns())].to_dict("records")
+            runs = runs_text(with_steps(rows, self.curves))
+            self.runs = read_csv_text(runs, numeric)
+        self.runs_csv = runs
         self.traces_frame = read_csv_text(self.traces_csv, ("row", "col", "value"))
 
     @classmethod
@@ -314,4 +339,5 @@ def from_mlflow(study_id: str, uri: Optional[str] = None, with_curves: bool = Tr
         finals = [r["run_id"] for r in rows if r.get("role") == "final"]
         for run_id, metric, step, value in tracking.metric_histories(finals, CURVE_METRICS, uri):
             curves.append({"run_id": run_id, "metric": metric, "step": int(step), "value": value})
-    return Snapshot(runs_text(rows), curves_text(curves))
+    curves_csv = curves_text(curves)
+    return Snapshot(runs_text(with_steps(rows, read_csv_text(curves_csv, ("step", "value")))), curves_csv)

@@ -27,6 +27,8 @@ class CellView:
     label: str = ""  # the spec's display name
     paper_time_reduction: Optional[float] = None  # the paper's training-time reduction (%), if reported
     stands_for: Optional[str] = None  # the paper cell whose value ``paper`` is, when not this one
+    task: Dict[str, Any] = field(default_factory=dict)  # the cell's resolved task settings (``name`` included)
+    paper_steps: Optional[int] = None  # the updates the paper's profile gives the paper cell it stands for
 
 
 @dataclass
@@ -150,6 +152,9 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
     if paper is not None and paper.metric in metrics.keys("test"):
         measures.add(metrics.get(paper.metric).measure.name)
     metric = "mse" if "mse" in measures else "accuracy"
+    from uwbench import spec as spec_mod
+
+    base = next((p for name, p in _plans(spec, [spec_mod.BASE_PROFILE], path, overrides)), None)
     cells, seen = [], set()
     for plan in used:
         for c in plan.cells:
@@ -157,10 +162,14 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
                 continue
             seen.add(c.id)
             value = _num(c.paper)
-            cells.append(CellView(id=c.id, axes=_cell_axes(c), label=c.label,
+            resolved = _resolved(c)
+            paper_cell = _base_cell(base, c.paper_cell or c.id)
+            cells.append(CellView(id=c.id, axes=axes.cell_axes(resolved), label=c.label,
                                   paper=None if (value is None or time_paper) else value * scale,
                                   paper_time_reduction=value if time_paper else None,
-                                  stands_for=c.paper_cell if value is not None else None))
+                                  stands_for=c.paper_cell if value is not None else None,
+                                  task=dict(resolved.get("task", {})),
+                                  paper_steps=_steps(_resolved(paper_cell)) if paper_cell is not None else None))
     return StudyView(
         id=spec.id, title=spec.title.strip(), question=" ".join(spec.question.split()),
         task=str(spec.task.get("name", "")),
@@ -324,8 +333,8 @@ def _others(others: Dict[str, int]) -> str:
             "spec or other --set values: `uwbench report --profile P --set ...` with the sweep's values picks one)")
 
 
-def _cell_axes(cell) -> Dict[str, Any]:
-    """A plan cell's axes, with the components' defaults filled in where they are registered."""
+def _resolved(cell) -> Dict[str, Dict[str, Any]]:
+    """A plan cell's config with the components' defaults filled in where they are registered."""
     cfg = {s: dict(v) for s, v in cell.config.items()}
     try:
         from uwbench.training.config import resolve_run
@@ -333,7 +342,21 @@ def _cell_axes(cell) -> Dict[str, Any]:
         cfg = resolve_run(cell.config).as_dict()
     except Exception:  # noqa: BLE001 - a component not registered yet: the spec's values only
         pass
-    return axes.cell_axes(cfg)
+    return cfg
+
+
+def _base_cell(plan, cell_id: str):
+    if plan is None:
+        return None
+    try:
+        return plan.cell(cell_id)
+    except KeyError:
+        return None
+
+
+def _steps(cfg: Mapping[str, Mapping[str, Any]]) -> Optional[int]:
+    steps = cfg.get("train", {}).get("steps")
+    return int(steps) if steps is not None else None
 
 
 def find_study_file(study_id: str, studies_dir: str = "studies") -> Optional[str]:

@@ -32,6 +32,7 @@ REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduct
 
 # verdicts of one cell against the paper (and of a study: the worst of its cells)
 MATCHES, WITHIN, OFF = "matches", "within tolerance", "off"
+REDUCED = "reduced budget"  # fewer updates than the paper's: its value is not held against the paper's
 NOT_RUN, FAILED, INCOMPLETE, OK = "not run", "failed", "incomplete", "ok"
 NO_PAPER = "no paper value"
 
@@ -57,11 +58,16 @@ def metric_info(metric: str) -> Dict[str, Any]:
             "measure": m.name, "higher_better": m.higher_is_better}
 
 
-def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float) -> str:
+def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float,
+            steps: Optional[int] = None, paper_steps: Optional[int] = None) -> str:
     """matches: the paper's value lies within our noise (2 std, at least 1 pp / 5 % of an MSE);
-    within tolerance: |diff| <= the study's tolerance (pp, or relative for MSE); off: otherwise."""
+    within tolerance: |diff| <= the study's tolerance (pp, or relative for MSE); off: otherwise;
+    reduced budget: the runs made fewer updates than the paper's (``steps`` < ``paper_steps``), so their
+    value says nothing about the paper's."""
     if diff is None or paper is None:
         return ""
+    if paper_steps is not None and (steps is None or steps < paper_steps):
+        return REDUCED
     noise = 2.0 * std if _isnum(std) else 0.0
     if metric == "mse":
         floor, limit = 0.05 * abs(paper), tol * abs(paper)
@@ -117,6 +123,8 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
                   else np.array([]))  # a snapshot from before the column: no CPU figure
         cpu100 = cpu100[~np.isnan(cpu100)]
         cell_axes = _axis_row(axes_)
+        steps = [int(v) for v in done["steps"] if _isnum(v)] if "steps" in done.columns else []
+        paper_steps = spec_cell.paper_steps if spec_cell else None
         rows.append({
             "cell": cell_id, "in_spec": spec_cell is not None, **cell_axes,
             "compression_ratio": axes.compression_ratio(cell_axes),
@@ -124,7 +132,10 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             "n": n, "n_failed": len(failed), "n_trials": len(trials), "grid_points": n_points,
             "mean": mean, "std": std, "paper": paper, "diff": diff,
             "paper_time_reduction": spec_cell.paper_time_reduction if spec_cell else None,
-            "verdict": verdict(diff, std, paper, study.metric, study.tol),
+            "verdict": verdict(diff, std, paper, study.metric, study.tol, min(steps) if steps else None, paper_steps),
+            "steps": min(steps) if steps else None, "paper_steps": paper_steps,
+            "samples": tuple(float(v) for v in values), "run_ids": tuple(str(r) for r in done["run_id"]),
+            "cpu_samples": tuple(float(v) for v in cpu100), "wall_samples": tuple(float(v) for v in t100),
             "state": state,
             "sec100_mean": float(np.mean(t100)) if len(t100) else None,
             "sec100_std": float(np.std(t100, ddof=1)) if len(t100) > 1 else None,
@@ -165,7 +176,10 @@ def extra_axes() -> Tuple[str, ...]:
 LAID_OUT = ("task", "model", "controller", "writer", "seq_len", "memory_size", "cache_size", "hidden_size")
 SUMMARY_RESULTS = ("compression_ratio", "lr", "clip", "n", "n_failed", "n_trials", "grid_points", "mean", "std",
                    "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "cpu100_mean",
-                   "device", "num_parameters")
+                   "device", "num_parameters", "steps", "paper_steps",
+                   # per finished final run (the verdicts' tests): the metric in report units, run ids, CPU and
+                   # wall seconds per 100 updates
+                   "samples", "run_ids", "cpu_samples", "wall_samples")
 
 
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:
@@ -188,7 +202,7 @@ def study_status(summary: pd.DataFrame) -> str:
     if not (summary["state"] == OK).any():
         return NOT_RUN
     verdicts = set(summary["verdict"]) - {""}
-    for v in (OFF, WITHIN, MATCHES):
+    for v in (OFF, WITHIN, MATCHES, REDUCED):
         if v in verdicts:
             return v
     return NO_PAPER
@@ -438,7 +452,8 @@ def cells_table(summary: pd.DataFrame, study: StudyView) -> Table:
     columns = ["Cell", "Model", "Task", "T", "D", "(D+1)/T", "lr", "clip", f"ours ({info['unit'] or 'MSE'})",
                "paper", "Δ", "verdict", "s / 100 updates"]
     csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
-                   "hidden_size", *extra_axes(), "compression_ratio", "lr", "clip", "grid_points", "n", "n_failed", "n_trials", "mean",
+                   "hidden_size", *extra_axes(), "compression_ratio", "lr", "clip", "steps", "grid_points", "n", "n_failed",
+                   "n_trials", "mean",
                    "std", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "device", "num_parameters"]
     rows, csv_rows = [], []
     flags = label_flags(summary)

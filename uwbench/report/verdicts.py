@@ -1,84 +1,54 @@
-"""Verdicts that fit a reduced run: do the paper's orderings and claims hold in our numbers?
-
-A shortened run cannot match the paper's absolute accuracies, but it can say whether the paper's
-orderings hold:
+"""Verdicts: do the paper's orderings and claims hold in our numbers, and can this budget tell?
 
 - ``orderings``: per column of the paper's table (``tables.paper_tables``), Kendall's tau-b between our
-  cell means and the paper's values (``kendall_tau_b``; "n/a" with fewer than two cells or when one side
-  is all ties).
-- ``CLAIMS``: the paper's claims, each as data (which cells it compares, on which measure, which side
-  should win). A claim is checked on every pair of cells it applies to (the same model, controller, task,
-  T and D unless it says otherwise); claims with no such pair in a study are skipped.
-- ``compute``: what the study's runs cost (core-hours, updates, seeds).
+  cell means and the paper's values, with its p-value (``stats.kendall``; "n/a" with fewer than two cells
+  or when one side is all ties).
+- ``claims.CLAIMS``: the paper's claims as data, each checked on every pair of cells it applies to.
+- ``compute.compute``: what the study's runs cost.
 
-The rule, one for every comparison (``compare``): a side's value is its mean +- std over the finished
-final seeds. **yes**: the claimed winner is better and the two intervals do not overlap; **no**: the claimed
-winner is worse and the intervals do not overlap; **inconclusive**: the intervals overlap, or a side has
-fewer than ``MIN_SEEDS`` seeds (no spread to judge by), or (time) the two sides ran on different devices.
-A claim is **yes** when every comparison is yes, **no** when at least one is no (the paper states it for
-each of them), inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
-10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the largest gain
-of UW over regular writing inside that window with the largest outside it, each gain with the spread
-std_UW + std_regular, under the same rule.
+The rule, one for every comparison of a claim:
+
+1. **not testable at this budget** when a side of an accuracy or MSE comparison has not converged
+   (``regime``: its curve still rises over its last quarter, or its training loss has not left the
+   guessing level at a budget below the paper's). The reason names the side, its slope and its loss.
+2. **inconclusive** when a side has fewer than ``stats.MIN_SEEDS`` finished seeds, or (time) the sides
+   ran on different devices.
+3. Otherwise Welch's t-test of the two sides' per-seed values (``stats.welch``), and Holm's correction
+   across the tested comparisons of the claim at ``stats.ALPHA`` (``stats.holm``): **yes** when rejected
+   with the claimed winner better, **no** when rejected with it worse, **inconclusive** when the
+   difference is within the noise.
+
+Time claims are judged on each run's CPU seconds per 100 updates (steady on a shared machine), with
+wall seconds shown beside them; they need no convergence. A claim is **no** when any comparison is no,
+**yes** when every comparison is yes, **not testable at this budget** when a comparison is not
+testable, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
+10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the per-seed
+gains of UW over regular writing at the best ratio inside that window with those at the best outside it.
 """
 from __future__ import annotations
 
 import html
-import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from uwbench.report import tables
+from uwbench.report import regime as regime_mod
+from uwbench.report import stats, tables
+from uwbench.report.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
+from uwbench.report.compute import Compute, compute
+from uwbench.report.regime import Regime
 from uwbench.report.runs import to_csv_text
 from uwbench.report.study import StudyView
 
-YES, NO, INCONCLUSIVE = "yes", "no", "inconclusive"
-MIN_SEEDS = 2
-TWIN_AXES = ("model", "controller", "task", "seq_len", "memory_size")  # what a writer comparison holds fixed
-SERIES_AXES = ("model", "controller", "task", "seq_len")  # a series over D (the ablation's curves)
-SINUSOID_TASKS = ("sinusoid", "sinusoid_noisy")
-PIXEL_TASKS = ("pixel_mnist", "pixel_mnist_permuted", "digits", "digits_permuted")  # Table 3 and its stand-in
+YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable at this budget"
+MIN_SEEDS = stats.MIN_SEEDS
 
 
 # --------------------------------------------------------------------------------------------------
-# Kendall's tau-b
+# Orderings: Kendall's tau-b
 # --------------------------------------------------------------------------------------------------
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> Optional[float]:
-    """Kendall's tau-b of paired values, ties counted (Kendall 1945): (C - D) / sqrt((n0 - n1)(n0 - n2)),
-    n0 = n(n-1)/2 pairs, n1 / n2 the pairs tied in x / in y. None when it is undefined (n < 2, or every
-    value of one side tied)."""
-    if len(x) != len(y):
-        raise ValueError(f"kendall_tau_b needs paired values, got {len(x)} and {len(y)}")
-    n = len(x)
-    if n < 2:
-        return None
-    concordant = discordant = tied_x = tied_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = _sign(x[i] - x[j]), _sign(y[i] - y[j])
-            if dx == 0:
-                tied_x += 1
-            if dy == 0:
-                tied_y += 1
-            if dx and dy:
-                if dx == dy:
-                    concordant += 1
-                else:
-                    discordant += 1
-    n0 = n * (n - 1) // 2
-    denom = math.sqrt((n0 - tied_x) * (n0 - tied_y))
-    if denom == 0:
-        return None
-    return (concordant - discordant) / denom
-
-
-def _sign(v: float) -> int:
-    return (v > 0) - (v < 0)
 
 
 @dataclass
@@ -87,6 +57,7 @@ class Ordering:
     column: str  # the column group (e.g. "Copy T=50")
     n: int  # cells with both our mean and the paper's value
     tau: Optional[float]
+    p: Optional[float] = None
 
     def text(self) -> str:
         if self.tau is not None:
@@ -107,83 +78,27 @@ def orderings(blocks: Sequence[tables.Table]) -> List[Ordering]:
             pairs = [(r[i], r[j]) for r in t.csv_rows if tables._isnum(r[i]) and tables._isnum(r[j])]
             if not any(tables._isnum(r[j]) for r in t.csv_rows):
                 continue  # no paper values in this column: nothing to rank against
-            tau = kendall_tau_b([a for a, _ in pairs], [b for _, b in pairs])
-            out.append(Ordering(table=t.title, column=group, n=len(pairs), tau=tau))
+            tau = stats.kendall([a for a, _ in pairs], [b for _, b in pairs])
+            out.append(Ordering(table=t.title, column=group, n=len(pairs), tau=tau.tau, p=tau.p))
     return out
 
 
 # --------------------------------------------------------------------------------------------------
-# Claims as data
+# Comparisons
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Side:
-    """Which cells are one side of a claim: a model (None: any) and writers (empty: any)."""
-
-    model: Optional[str] = None
-    writers: Tuple[str, ...] = ()
-
-    def holds(self, row) -> bool:
-        return (self.model is None or row["model"] == self.model) and (not self.writers or row["writer"] in self.writers)
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    text: str
-    source: str  # where the paper makes it
-    winner: Side
-    loser: Side
-    same: Tuple[str, ...] = TWIN_AXES  # axes equal within a compared pair
-    tasks: Tuple[str, ...] = ()  # the tasks it is made for (empty: any)
-    measure: str = "metric"  # metric: the study's test metric | time: seconds per 100 updates (lower wins)
-    window: Optional[Tuple[float, float]] = None  # ratio window: the gain must peak inside it
-
-
-CLAIMS = (
-    Claim("dnc-beats-lstm", "Regular DNC beats the LSTM", "Table 1",
-          winner=Side("dnc", ("regular",)), loser=Side("lstm"), same=("task", "seq_len"), tasks=("copy", "reverse")),
-    Claim("uw-beats-regular", "UW beats regular writing on copy and reverse", "Table 1",
-          winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)), tasks=("copy", "reverse")),
-    Claim("cuw-beats-uw", "CUW beats UW on add and max", "Table 2",
-          winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("add", "max")),
-    Claim("uw-cuw-cut-time", "UW and CUW cut training time (seconds per 100 updates) against regular writing",
-          "Section 3.1, Fig. 2 (b, d)", winner=Side(None, ("uniform", "cached_uniform")),
-          loser=Side(None, ("regular",)), measure="time"),
-    Claim("uw-gain-peaks", "In the ablation, UW helps most at compression ratios of about 10-40%",
-          "Section 3.1, Fig. 2 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
-          tasks=("double",), window=(0.10, 0.40)),
-    Claim("uw-beats-regular-ablation", "In the ablation, UW beats regular writing in every configuration",
-          "Section 3.1, Fig. 2 (a, c)", winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)),
-          tasks=("double",)),
-    Claim("uw-cuw-beat-regular-sinusoid", "On sinusoid regression UW and CUW beat regular writing",
-          "Section 3.4, Fig. 3", winner=Side(None, ("uniform", "cached_uniform")), loser=Side(None, ("regular",)),
-          tasks=SINUSOID_TASKS),
-    Claim("uw-cuw-beat-lstm-sinusoid", "On sinusoid regression UW and CUW beat the LSTM", "Section 3.4, Fig. 3",
-          winner=Side(None, ("uniform", "cached_uniform")), loser=Side("lstm"), same=("task", "seq_len"),
-          tasks=SINUSOID_TASKS),
-    Claim("cuw-beats-uw-noisy", "On noisy sinusoids CUW beats UW", "Section 3.4, Fig. 3 (b)",
-          winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("sinusoid_noisy",)),
-    Claim("uw-cuw-beat-dnc-pixels", "On pixel sequences UW and CUW beat the regular DNC at every memory size it has",
-          "Table 3", winner=Side("dnc", ("uniform", "cached_uniform")), loser=Side("dnc", ("regular",)),
-          same=("model", "controller", "task", "seq_len"), tasks=PIXEL_TASKS),
-)
 
 
 @dataclass
 class Value:
-    """One side of a comparison: mean, std, seeds."""
+    """One side of a comparison: its per-seed values (mean, std and n follow from them), its regime."""
 
     mean: Optional[float]
     std: Optional[float]
     n: int
     label: str = ""
-
-    def interval(self) -> Optional[Tuple[float, float]]:
-        if self.mean is None or self.std is None:
-            return None
-        return self.mean - self.std, self.mean + self.std
+    samples: Tuple[float, ...] = ()
+    regime: Optional[Regime] = None
+    wall: Optional[float] = None  # time claims: the mean wall seconds per 100 updates, shown beside
 
 
 @dataclass
@@ -193,6 +108,8 @@ class Comparison:
     loser: Value
     verdict: str
     reason: str = ""
+    p: Optional[float] = None  # Welch's two-sided p-value
+    p_holm: Optional[float] = None  # Holm-adjusted across the claim's tested comparisons
 
 
 @dataclass
@@ -203,38 +120,70 @@ class ClaimResult:
     measure_name: str = ""
 
 
-def compare(winner: Value, loser: Value, higher_better: bool, same_device: bool = True) -> Tuple[str, str]:
-    """The one rule: (verdict, reason). See the module docstring."""
+def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = True) -> Tuple[Optional[str], str]:
+    """The checks before a test: (NOT_TESTABLE or INCONCLUSIVE, reason), or (None, '') when it can be tested."""
+    if needs_regime:
+        stuck = [v for v in (winner, loser) if v.regime is None or not v.regime.converged]
+        if stuck:
+            return NOT_TESTABLE, "; ".join(
+                f"{v.label}: {v.regime.state if v.regime else regime_mod.UNKNOWN}"
+                + (f", {v.regime.detail}" if v.regime and v.regime.detail else "") for v in stuck)
     if winner.mean is None or loser.mean is None:
         return INCONCLUSIVE, "a side has no value"
-    if min(winner.n, loser.n) < MIN_SEEDS or winner.interval() is None or loser.interval() is None:
+    if min(winner.n, loser.n) < MIN_SEEDS:
         return INCONCLUSIVE, f"fewer than {MIN_SEEDS} seeds on a side"
     if not same_device:
         return INCONCLUSIVE, "timed on different devices"
-    (wl, wh), (ll, lh) = winner.interval(), loser.interval()
-    if wl <= lh and ll <= wh:
-        return INCONCLUSIVE, "mean ± std intervals overlap"
-    better = winner.mean > loser.mean if higher_better else winner.mean < loser.mean
-    return (YES, "") if better else (NO, "")
+    return None, ""
+
+
+def decide(comps: List[Comparison], higher_better: bool) -> None:
+    """Welch's test of every comparison the gate let through, Holm's correction across them, verdicts set."""
+    tested = [c for c in comps if c.verdict == ""]
+    tests = [stats.welch(c.winner.samples, c.loser.samples) for c in tested]
+    pvals = [t.p for t in tests]
+    rejected = stats.holm(pvals)
+    adjusted = stats.holm_adjusted(pvals)
+    for c, t, rej, adj in zip(tested, tests, rejected, adjusted):
+        c.p, c.p_holm = t.p, adj
+        if t.p is None:
+            c.verdict, c.reason = INCONCLUSIVE, t.why
+            continue
+        better = c.winner.mean > c.loser.mean if higher_better else c.winner.mean < c.loser.mean
+        if not rej:
+            c.verdict, c.reason = INCONCLUSIVE, f"within the noise: Holm-adjusted p = {adj:.3g} ≥ {stats.ALPHA:g}"
+        else:
+            c.verdict = YES if better else NO
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """A claim's verdict from its comparisons: yes if all yes, no if any no, else inconclusive."""
-    if verdicts and all(v == YES for v in verdicts):
-        return YES
+    """A claim's verdict from its comparisons (module docstring)."""
     if any(v == NO for v in verdicts):
         return NO
+    if verdicts and all(v == YES for v in verdicts):
+        return YES
+    if any(v == NOT_TESTABLE for v in verdicts):
+        return NOT_TESTABLE
     return INCONCLUSIVE
+
+
+def _value(row, measure: str, label: str, regimes: Mapping[str, Regime]) -> Value:
+    if measure == "time":
+        samples = tuple(row["cpu_samples"]) or tuple(row["wall_samples"])
+        return _from_samples(samples, label + (" (CPU)" if row["cpu_samples"] else " (wall)"),
+                             wall=_num(row["sec100_mean"]) if row["cpu_samples"] else None)
+    return _from_samples(tuple(row["samples"]), label, regime=regimes.get(row["cell"]))
 
 
 def _num(v) -> Optional[float]:
     return float(v) if tables._isnum(v) else None
 
 
-def _value(row, measure: str, label: str) -> Value:
-    if measure == "time":
-        return Value(_num(row["sec100_mean"]), _num(row["sec100_std"]), int(row["n"]), label)
-    return Value(_num(row["mean"]), _num(row["std"]), int(row["n"]), label)
+def _from_samples(samples: Tuple[float, ...], label: str, **kw) -> Value:
+    n = len(samples)
+    mean = sum(samples) / n if n else None
+    std = (sum((s - mean) ** 2 for s in samples) / (n - 1)) ** 0.5 if n > 1 else None
+    return Value(mean, std, n, label, samples, **kw)
 
 
 def _where(row, axes: Sequence[str]) -> str:
@@ -242,143 +191,113 @@ def _where(row, axes: Sequence[str]) -> str:
     return tables.column_label(row, [a for a in ("task", "seq_len", "memory_size") if a in axes]) or row["cell"]
 
 
-def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy") -> Optional[ClaimResult]:
-    """Check one claim on the report's cell table (``tables.summarize``); None when no cells apply."""
+def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy",
+             regimes: Optional[Mapping[str, Regime]] = None) -> Optional[ClaimResult]:
+    """Check one claim on the report's cell table (``tables.summarize``) and the cells' regimes (a cell
+    without one counts as unknown: not testable); None when no cells apply."""
+    regimes = regimes or {}
     done = summary[summary["state"] == tables.OK]
     if claim.tasks:
         done = done[done["task"].isin(claim.tasks)]
     info = tables.metric_info(metric)
     higher = False if claim.measure == "time" else info["higher_better"]
-    name = "s / 100 updates" if claim.measure == "time" else tables.cap(info["name"])
+    name = "CPU s / 100 updates" if claim.measure == "time" else tables.cap(info["name"])
     flags = tables.label_flags(summary)
     winners = [r for _, r in done.iterrows() if claim.winner.holds(r)]
     losers = [r for _, r in done.iterrows() if claim.loser.holds(r)]
-
-    def key(r, axes):
-        return tuple(str(r[a]) for a in axes)
-
     if claim.window is not None:
-        comps = _window_comparisons(claim, winners, losers, flags, info["higher_better"])
+        comps = _window_comparisons(claim, winners, losers, flags, info["higher_better"], regimes)
     else:
         comps = []
         for w in winners:
             for lo in losers:
-                if key(w, claim.same) != key(lo, claim.same):
+                if tuple(str(w[a]) for a in claim.same) != tuple(str(lo[a]) for a in claim.same):
                     continue
-                wv = _value(w, claim.measure, tables.model_label(w, **flags))
-                lv = _value(lo, claim.measure, tables.model_label(lo, **flags))
+                wv = _value(w, claim.measure, tables.model_label(w, **flags), regimes)
+                lv = _value(lo, claim.measure, tables.model_label(lo, **flags), regimes)
                 same_device = claim.measure != "time" or str(w["device"]) == str(lo["device"])
-                verdict, reason = compare(wv, lv, higher, same_device)
-                comps.append(Comparison(_where(w, claim.same), wv, lv, verdict, reason))
+                verdict, reason = gate(wv, lv, claim.measure != "time", same_device)
+                comps.append(Comparison(_where(w, claim.same), wv, lv, verdict or "", reason))
     if not comps:
         return None
+    decide(comps, higher_better=True if claim.window is not None else higher)
     return ClaimResult(claim, comps, combine([c.verdict for c in comps]), name)
 
 
-def _window_comparisons(claim: Claim, winners, losers, flags, higher_better: bool) -> List[Comparison]:
-    """Per series over D: the largest gain of the winner's writer over its twin inside the ratio window
-    against the largest outside it (a gain is an improvement: lower is better for an MSE)."""
+def _gains(w, twin, sign: float) -> Tuple[float, ...]:
+    """Per-seed gains of a writer over its twin (paired by position in seed order; a gain is an improvement)."""
+    return tuple(sign * (a - b) for a, b in zip(w["samples"], twin["samples"]))
+
+
+def _window_comparisons(claim: Claim, winners, losers, flags, higher_better: bool,
+                        regimes: Mapping[str, Regime]) -> List[Comparison]:
+    """Per series over D: the gains of the winner's writer over its twin at the ratio inside the window
+    where the mean gain is largest, against those at the largest outside it."""
     lo_w, hi_w = claim.window
     twins = {tuple(str(r[a]) for a in TWIN_AXES): r for r in losers}
+    sign = 1.0 if higher_better else -1.0
     series: Dict[tuple, List[tuple]] = {}
     for w in winners:
         twin = twins.get(tuple(str(w[a]) for a in TWIN_AXES))
         ratio = _num(w["compression_ratio"])
-        if twin is None or ratio is None or _num(w["mean"]) is None or _num(twin["mean"]) is None:
+        if twin is None or ratio is None or not w["samples"] or not twin["samples"]:
             continue
-        gain = (float(w["mean"]) - float(twin["mean"])) * (1.0 if higher_better else -1.0)
-        stds = (_num(w["std"]), _num(twin["std"]))
-        spread = None if None in stds else stds[0] + stds[1]
-        n = min(int(w["n"]), int(twin["n"]))
-        series.setdefault(tuple(str(w[a]) for a in SERIES_AXES), []).append((ratio, gain, spread, n, w))
+        gains = _gains(w, twin, sign)
+        stuck = [regimes.get(c) for c in (w["cell"], twin["cell"])]
+        series.setdefault(tuple(str(w[a]) for a in SERIES_AXES), []).append((ratio, gains, stuck, w))
     comps = []
     for points in series.values():
         inside = [p for p in points if lo_w - 1e-9 <= p[0] <= hi_w + 1e-9]
         outside = [p for p in points if not (lo_w - 1e-9 <= p[0] <= hi_w + 1e-9)]
         if not inside or not outside:
             continue
-        best_in = max(inside, key=lambda p: p[1])
-        best_out = max(outside, key=lambda p: p[1])
-        row = best_in[4]
-        label = tables.model_label(row, **flags)
+        best_in = max(inside, key=lambda p: sum(p[1]) / len(p[1]))
+        best_out = max(outside, key=lambda p: sum(p[1]) / len(p[1]))
 
         def value(p, where):
-            return Value(p[1], p[2], p[3], f"gain at (D+1)/T = {p[0]:.0%} ({where})")
+            regs = [r for r in p[2] if r is None or not r.converged]
+            reg = (regs[0] or Regime(regime_mod.UNKNOWN)) if regs else Regime(regime_mod.CONVERGED)
+            return _from_samples(p[1], f"gain at (D+1)/T = {p[0]:.0%} ({where})", regime=reg)
 
         wv, lv = value(best_in, "inside"), value(best_out, "outside")
-        verdict, reason = compare(wv, lv, higher_better=True)
-        what = f"{label} vs regular writing, {_where(row, SERIES_AXES)}"
-        comps.append(Comparison(what, wv, lv, verdict, reason))
+        verdict, reason = gate(wv, lv, needs_regime=True)
+        what = f"{tables.model_label(best_in[3], **flags)} vs regular writing, {_where(best_in[3], SERIES_AXES)}"
+        comps.append(Comparison(what, wv, lv, verdict or "", reason))
     return comps
 
 
-def claim_results(summary: pd.DataFrame, metric: str = "accuracy", claims: Sequence[Claim] = CLAIMS) -> List[ClaimResult]:
-    return [r for r in (evaluate(c, summary, metric) for c in claims) if r is not None]
+def cell_regimes(study: StudyView, summary: pd.DataFrame, curves: pd.DataFrame) -> Dict[str, Regime]:
+    """The regime of every finished cell (``regime.regime``), with its task's guessing level where the task
+    can be built here."""
+    from uwbench.metrics import measure
+
+    info = tables.metric_info(study.metric)
+    m = measure(info["measure"])
+    out = {}
+    for _, r in summary[summary["state"] == tables.OK].iterrows():
+        spec_cell = study.cell(r["cell"])
+        out[r["cell"]] = regime_mod.regime(
+            curves, r["run_ids"], info["curve"], info["measure"], m.scale, m.higher_is_better,
+            "points" if m.unit == "%" else m.unit,
+            guess_loss=_guess_loss(spec_cell.task if spec_cell else {}),
+            paper_steps=spec_cell.paper_steps if spec_cell else None)
+    return out
 
 
-# --------------------------------------------------------------------------------------------------
-# Compute
-# --------------------------------------------------------------------------------------------------
+def _guess_loss(task: Mapping[str, Any]) -> Optional[float]:
+    if not task.get("name"):
+        return None
+    from uwbench.tasks.chance import chance_of
+
+    try:
+        return chance_of(task["name"], {k: v for k, v in task.items() if k != "name"}).loss
+    except Exception:  # noqa: BLE001 - a task whose data is not on this machine: no guessing level
+        return None
 
 
-THREAD_COLUMNS = ("threads", "torch_threads")  # read when the snapshot records a thread count
-
-
-@dataclass
-class Compute:
-    core_hours: float
-    gpu_hours: float
-    n_runs: int
-    n_timed: int
-    n_trials: int
-    n_finals: int
-    updates: List[int]
-    seeds: List[int]
-    seeds_per_cell: int
-    threads_recorded: bool
-
-    def text(self) -> str:
-        parts = [f"{self.core_hours:.2f} CPU core-hours" + (f" and {self.gpu_hours:.2f} GPU-hours" if self.gpu_hours else "")
-                 + f" over {_count(self.n_runs, 'run')} ({_count(self.n_trials, 'search trial')}, "
-                 f"{_count(self.n_finals, 'final run')}; {self.n_timed} with recorded times): training plus "
-                 "evaluation wall time"
-                 + (" × each run's threads" if self.threads_recorded else
-                    " × 1 thread per CPU run (the trainer's CPU default; runs.csv records no thread count)")]
-        if self.updates:
-            lo, hi = self.updates[0], self.updates[-1]
-            parts.append(f"{lo:,} updates per final run" if lo == hi else f"{lo:,}-{hi:,} updates per final run")
-        if self.seeds:
-            parts.append(f"final seeds {', '.join(str(s) for s in self.seeds)} (up to {self.seeds_per_cell} per cell)")
-        return "; ".join(parts) + "."
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def compute(runs: pd.DataFrame, curves: pd.DataFrame) -> Compute:
-    """Core-hours (training + evaluation seconds × threads, CPU runs; GPU runs as GPU-hours), updates per
-    final run (the last step of its learning curve) and the final seeds."""
-    if len(runs) == 0:
-        return Compute(0.0, 0.0, 0, 0, 0, 0, [], [], 0, False)
-    secs = runs["train_seconds"].fillna(0.0).astype(float) + runs["eval_seconds"].fillna(0.0).astype(float)
-    timed = (runs["train_seconds"].notna() | runs["eval_seconds"].notna())
-    col = next((c for c in THREAD_COLUMNS if c in runs.columns and runs[c].notna().any()), None)
-    threads = runs[col].astype(float).fillna(1.0) if col else pd.Series(1.0, index=runs.index)
-    gpu = runs["device"].map(lambda d: isinstance(d, str) and d.startswith("cuda"))
-    core_h = float((secs * threads)[timed & ~gpu].sum()) / 3600.0
-    gpu_h = float(secs[timed & gpu].sum()) / 3600.0
-    finals = runs[runs["role"] == "final"]
-    updates: List[int] = []
-    if len(curves) and len(finals):
-        mine = curves[curves["run_id"].isin(set(finals["run_id"]))]
-        if len(mine):
-            updates = sorted({int(v) for v in mine.groupby("run_id")["step"].max()})
-    done = finals[finals["status"] == "finished"]
-    seeds = sorted({int(s) for s in done["seed"] if tables._isnum(s)})
-    per_cell = int(done.groupby("cell")["seed"].nunique().max()) if len(done) else 0
-    return Compute(core_h, gpu_h, len(runs), int(timed.sum()), int((runs["role"] == "trial").sum()), len(finals),
-                   updates, seeds, per_cell, col is not None)
+def claim_results(summary: pd.DataFrame, metric: str = "accuracy", claims: Sequence[Claim] = CLAIMS,
+                  regimes: Optional[Mapping[str, Regime]] = None) -> List[ClaimResult]:
+    return [r for r in (evaluate(c, summary, metric, regimes) for c in claims) if r is not None]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -386,48 +305,71 @@ def compute(runs: pd.DataFrame, curves: pd.DataFrame) -> Compute:
 # --------------------------------------------------------------------------------------------------
 
 
+RULE_TEXT = ("each comparison is **not testable at this budget** when a side has not converged (its learning "
+             "curve still rises over its last quarter, or its training loss has not left the guessing level at "
+             "a budget below the paper's); otherwise Welch's t-test of the per-seed values, Holm-corrected "
+             f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
+             "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
+             f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
+             "convergence. A claim is no when any comparison is, yes when every one is, not testable when "
+             "one is not testable.")
+
+
 @dataclass
 class Verdicts:
     orderings: List[Ordering]
     claims: List[ClaimResult]
     compute: Compute
+    regimes: Dict[str, Regime] = field(default_factory=dict)
     decimals: int = 1
     files: List[str] = field(default_factory=list)
 
     def ordering_table(self) -> tables.Table:
         return tables.Table(
             title="Orderings: Kendall's τ-b between our means and the paper's values, per table column",
-            columns=["Table", "Column", "cells", "τ-b"],
-            rows=[[o.table, o.column, str(o.n), o.text()] for o in self.orderings],
-            csv_columns=["table", "column", "cells", "tau_b"],
-            csv_rows=[[o.table, o.column, o.n, "" if o.tau is None else round(o.tau, 6)] for o in self.orderings])
+            columns=["Table", "Column", "cells", "τ-b", "p"],
+            rows=[[o.table, o.column, str(o.n), o.text(), _p(o.p)] for o in self.orderings],
+            csv_columns=["table", "column", "cells", "tau_b", "p"],
+            csv_rows=[[o.table, o.column, o.n, _r(o.tau), _r(o.p)] for o in self.orderings])
 
     def claim_table(self) -> tables.Table:
         rows, csv_rows = [], []
         for r in self.claims:
             dec = 2 if r.claim.measure == "time" else self.decimals
-            ours = "; ".join(f"{c.what}: {_side(c.winner, dec)} vs {_side(c.loser, dec)} → {c.verdict}"
-                             + (f" ({c.reason})" if c.reason else "") for c in r.comparisons)
+            ours = "; ".join(f"{c.what}: {_side(c.winner, dec)} vs {_side(c.loser, dec)}"
+                             + (f", p = {_p(c.p)} (Holm {_p(c.p_holm)})" if c.p is not None else "")
+                             + f" → {c.verdict}" + (f" ({c.reason})" if c.reason else "") for c in r.comparisons)
             rows.append([r.claim.text, r.claim.source, r.measure_name, ours, r.verdict])
             for c in r.comparisons:
                 csv_rows.append([r.claim.id, c.what, c.winner.label, _r(c.winner.mean), _r(c.winner.std), c.winner.n,
-                                 c.loser.label, _r(c.loser.mean), _r(c.loser.std), c.loser.n, c.verdict, c.reason,
-                                 r.verdict])
+                                 c.loser.label, _r(c.loser.mean), _r(c.loser.std), c.loser.n, _r(c.p),
+                                 _r(c.p_holm), c.verdict, c.reason, r.verdict])
         return tables.Table(
             title="The paper's claims", columns=["Claim", "Paper", "Measure", "Ours (mean ± std, n seeds)", "Verdict"],
             rows=rows,
             csv_columns=["claim", "where", "winner", "winner_mean", "winner_std", "winner_n", "loser", "loser_mean",
-                         "loser_std", "loser_n", "verdict", "reason", "claim_verdict"],
+                         "loser_std", "loser_n", "p", "p_holm", "verdict", "reason", "claim_verdict"],
+            csv_rows=csv_rows)
+
+    def regime_table(self) -> tables.Table:
+        rows, csv_rows = [], []
+        for cell, g in sorted(self.regimes.items()):
+            rows.append([cell, g.state, _i(g.steps), tables.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
+                                                               else 1, sign=True),
+                         tables.fmt(g.loss, 3), tables.fmt(g.guess_loss, 3)])
+            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss), g.detail])
+        return tables.Table(
+            title="Has each cell converged? (the regime rule)",
+            columns=["Cell", "Regime", "updates", "improvement / 1k updates (last quarter)", "train loss",
+                     "guessing loss"], rows=rows,
+            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss", "detail"],
             csv_rows=csv_rows)
 
     def markdown(self) -> str:
         lines = ["## Verdicts", "",
-                 "Whether the paper's orderings and claims hold in these (reduced) runs. Rule: each side is its "
-                 f"mean ± std over the finished final seeds; **yes** / **no** when the intervals do not overlap "
-                 f"(the claimed winner better / worse), **inconclusive** when they overlap, a side has fewer than "
-                 f"{MIN_SEEDS} seeds, or (time) the sides ran on different devices. A claim is yes when every "
-                 "comparison is, no when any is. CSV: [`verdicts.csv`](verdicts.csv), "
-                 "[`orderings.csv`](orderings.csv).", ""]
+                 f"Whether the paper's orderings and claims hold in these runs, and whether their budget can tell. "
+                 f"Rule: {RULE_TEXT} CSV: [`verdicts.csv`](verdicts.csv), [`orderings.csv`](orderings.csv), "
+                 "[`regimes.csv`](regimes.csv).", ""]
         if self.orderings:
             t = self.ordering_table()
             lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
@@ -436,23 +378,26 @@ class Verdicts:
             lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
         else:
             lines += ["No claim of the paper compares cells that this study has run.", ""]
+        if self.regimes:
+            t = self.regime_table()
+            lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
         lines += [f"**Compute.** {self.compute.text()}", ""]
         return "\n".join(lines)
 
     def html(self) -> str:
-        parts = ["<h2>Verdicts</h2>\n",
-                 f"<p>Each side is its mean ± std over the finished final seeds: yes / no when the intervals do not "
-                 f"overlap, inconclusive when they overlap or a side has fewer than {MIN_SEEDS} seeds (or, for time, "
-                 "the sides ran on different devices). A claim is yes when every comparison is, no when any is.</p>\n"]
+        parts = ["<h2>Verdicts</h2>\n", f"<p>{html.escape(RULE_TEXT.replace('**', ''))}</p>\n"]
         if self.orderings:
             parts.append(tables.to_html(self.ordering_table()))
         if self.claims:
             parts.append(tables.to_html(self.claim_table()))
+        if self.regimes:
+            parts.append(tables.to_html(self.regime_table()))
         parts.append(f"<p><b>Compute.</b> {html.escape(self.compute.text())}</p>\n")
         return "".join(parts)
 
     def write(self, folder: str, files: List[str]) -> None:
-        for name, t in (("verdicts.csv", self.claim_table()), ("orderings.csv", self.ordering_table())):
+        for name, t in (("verdicts.csv", self.claim_table()), ("orderings.csv", self.ordering_table()),
+                        ("regimes.csv", self.regime_table())):
             path = os.path.join(folder, name)
             with open(path, "w", encoding="utf-8", newline="") as f:
                 f.write(to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
@@ -463,7 +408,16 @@ def _side(v: Value, dec: int) -> str:
     text = f"{v.label} {tables.fmt(v.mean, dec)}"
     if v.std is not None:
         text += f" ± {tables.fmt(v.std, dec)}"
-    return text + f" (n={v.n})"
+    text += f" (n={v.n})"
+    return text + (f" [wall {tables.fmt(v.wall, dec)}]" if v.wall is not None else "")
+
+
+def _p(p: Optional[float]) -> str:
+    return "" if p is None else f"{p:.3g}"
+
+
+def _i(v) -> str:
+    return "" if v is None else str(int(v))
 
 
 def _r(v) -> Any:
@@ -472,8 +426,10 @@ def _r(v) -> Any:
 
 def build(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, curves: pd.DataFrame,
           blocks: Sequence[tables.Table], folder: str, files: List[str]) -> Verdicts:
-    """The report's verdicts (orderings, claims, compute), their CSVs written into ``folder``."""
-    v = Verdicts(orderings=orderings(blocks), claims=claim_results(summary, study.metric),
-                 compute=compute(runs, curves), decimals=tables.metric_info(study.metric)["decimals"])
+    """The report's verdicts (orderings, claims, regimes, compute), their CSVs written into ``folder``."""
+    regimes = cell_regimes(study, summary, curves)
+    v = Verdicts(orderings=orderings(blocks), claims=claim_results(summary, study.metric, regimes=regimes),
+                 compute=compute(runs, curves), regimes=regimes,
+                 decimals=tables.metric_info(study.metric)["decimals"])
     v.write(folder, files)
     return v

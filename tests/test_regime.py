@@ -1,0 +1,90 @@
+"""The regime rule on curve fixtures (rising, converged, at the guessing level, unknown; accuracy in points and
+MSE relative), the guessing level of real tasks, and the reduced-budget label beside the paper's value."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from uwbench.report import regime, tables
+from uwbench.report.regime import AT_GUESS, CONVERGED, RISING, UNKNOWN
+from uwbench.tasks.chance import chance_level, chance_of
+from uwbench.tasks.base import build_task
+
+
+def curves(values_by_run, metric="eval_accuracy", every=250, loss=None):
+    """curves.csv rows: each run's values at every ``every`` updates, and a train_loss curve (constant ``loss``)."""
+    rows = []
+    for run, values in values_by_run.items():
+        for i, v in enumerate(values):
+            rows.append({"run_id": run, "metric": metric, "step": (i + 1) * every, "value": v})
+            if loss is not None:
+                rows.append({"run_id": run, "metric": "train_loss", "step": (i + 1) * every, "value": loss})
+    return pd.DataFrame(rows)
+
+
+def acc(frame, **kw):
+    args = dict(curve_metric="eval_accuracy", measure="accuracy", scale=100.0, higher_better=True, unit="points")
+    return regime.regime(frame, frame["run_id"].unique(), **{**args, **kw})
+
+
+def test_a_rising_curve_is_not_converged_and_says_its_slope():
+    # 40 evaluations to 10,000 updates; the last quarter (7,500-10,000) gains 0.02 per 1,000 = 2 points
+    up = [0.2 + 0.00002 * (i + 1) * 250 for i in range(40)]
+    g = acc(curves({"a": up, "b": up}, loss=1.0), guess_loss=2.25)
+    assert g.state == RISING and g.slope == pytest.approx(2.0) and g.steps == 10000
+    assert "+2.0 points per 1,000 updates" in g.detail and "at most 1 points" in g.detail
+
+
+def test_a_flat_curve_away_from_guessing_is_converged():
+    flat = [0.2 + 0.3 * (1 - math.exp(-i / 4)) for i in range(40)]  # saturated long before the last quarter
+    g = acc(curves({"a": flat}, loss=0.4), guess_loss=2.25)
+    assert g.state == CONVERGED and abs(g.slope) < 0.1 and g.loss == pytest.approx(0.4)
+    falling = [0.9 - 0.00002 * (i + 1) * 250 for i in range(40)]  # getting worse is not "still learning"
+    assert acc(curves({"a": falling}, loss=0.4)).state == CONVERGED
+
+
+def test_flat_at_the_guessing_level_counts_only_at_the_papers_budget():
+    plateau = [0.11] * 8  # 2,000 updates, training loss at the guessing level
+    frame = curves({"a": plateau}, loss=2.24)
+    g = acc(frame, guess_loss=2.25, paper_steps=10000)
+    assert g.state == AT_GUESS and "2.240 against 2.250" in g.detail
+    assert acc(frame, guess_loss=2.25, paper_steps=2000).state == CONVERGED  # the paper's end point too
+    assert acc(frame, guess_loss=None).state == CONVERGED  # no guessing level known: the slope alone
+    assert acc(curves({"a": plateau}, loss=1.5), guess_loss=2.25, paper_steps=10000).state == CONVERGED
+
+
+def test_too_few_evaluations_or_no_curve_is_unknown():
+    assert acc(curves({"a": [0.1, 0.2, 0.3]}, every=1000)).state == UNKNOWN  # one evaluation in the last quarter
+    assert regime.regime(pd.DataFrame(columns=["run_id", "metric", "step", "value"]), ["x"], "eval_accuracy",
+                         "accuracy", 100.0, True).state == UNKNOWN
+
+
+def test_mse_is_judged_relative_to_its_level():
+    # falling 0.5% of the level per 1,000 updates: converged; 20%: still learning
+    slow = [1.0 - 0.000005 * (i + 1) * 100 for i in range(80)]
+    fast = [1.0 / (1 + 0.0003 * (i + 1) * 100) for i in range(80)]
+    kw = dict(curve_metric="eval_mse", measure="mse", scale=1.0, higher_better=False)
+    for values, state in ((slow, CONVERGED), (fast, RISING)):
+        frame = curves({"a": values}, metric="eval_mse", every=100)
+        assert regime.regime(frame, ["a"], **kw).state == state
+    g = regime.regime(curves({"a": fast}, metric="eval_mse", every=100), ["a"], **kw)
+    assert "of its level" in g.detail and g.slope > regime.RISE["mse"].limit
+
+
+def test_guessing_levels_of_real_tasks():
+    copy = chance_of("copy", {"seq_len": 20, "test_size": 256})
+    # copy's targets: uniform tokens plus one end marker per sequence: the likeliest class is a token
+    assert copy.metric == "accuracy" and 0.05 < copy.score < 0.2 and 1.5 < copy.loss < math.log(10)
+    sin = chance_level(build_task("sinusoid", {"test_size": 128}))
+    targets = pd.Series(pd.concat([pd.Series(b.targets.reshape(-1).numpy()) for b in
+                                   build_task("sinusoid", {"test_size": 128}).test_batches()]))
+    assert sin.metric == "mse" and sin.loss == pytest.approx(float(targets.var(ddof=0)), rel=1e-3)
+
+
+def test_matches_only_at_the_papers_budget():
+    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0) == tables.MATCHES
+    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=2000, paper_steps=10000) == tables.REDUCED
+    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.MATCHES
+    assert tables.verdict(20.0, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.OFF

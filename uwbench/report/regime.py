@@ -1,0 +1,103 @@
+"""Has a cell learned what its budget lets it learn? The regime rule behind "not testable at this budget".
+
+A comparison between two cells means something only when both have stopped improving: a curve still
+rising at the last evaluation ranks the cells by how fast they learn, not by where they end, and the
+paper's claims are about where they end. So before a claim is tested, each side's regime is read off
+its learning curves (``curves.csv``: the evaluation metric and the training loss at every evaluation):
+
+- **rising**: the seed-mean evaluation curve still improves over the last quarter of the run (steps from
+  3/4 of the last step on). Its least-squares slope there, in the improving direction, per 1,000
+  updates, is above the measure's threshold (``RISE``): 1.0 percentage point of accuracy, or 5% of the
+  level for an MSE.
+- **at the guessing level**: the seed-mean training loss over the last quarter is at least
+  ``GUESS_RATIO`` (95%) of the loss of the best input-blind predictor (``uwbench.tasks.chance``). A flat
+  curve there can be the plateau that precedes learning (copy sits on it for ~2,500 updates at T=50), so
+  it counts against testing unless the run had the paper's own budget, where the paper's numbers end
+  too (the paper's LSTM ends at its guessing level on copy).
+- **converged**: neither. Also **unknown** when the last quarter has fewer than ``MIN_POINTS`` evaluations.
+
+Why these numbers (read off the committed curves): the reduced runs of Tables 1-3 and the ablation end
+with copy/reverse/add/max gaining 2-25 points per 1,000 updates, far above 1.0; a flat curve's slope,
+estimated from 10 evaluations of 320 sequences each, scatters by about half a point per 1,000 updates,
+so 1.0 is about two of its standard errors. The sinusoid runs still fall by 27-290% of their level per
+1,000 updates at 800 updates, far above 5%.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import numpy as np
+import pandas as pd
+
+CONVERGED, RISING, AT_GUESS, UNKNOWN = "converged", "rising", "at the guessing level", "unknown"
+LAST_PART = 0.25  # the tail of the run whose slope is read
+MIN_POINTS = 3  # evaluations the tail needs for a slope
+GUESS_RATIO = 0.95  # training loss at or above this share of the guessing loss: not left it
+
+
+@dataclass(frozen=True)
+class Rise:
+    """How much improvement per 1,000 updates still counts as converged."""
+
+    limit: float
+    relative: bool  # True: a share of the curve's level; False: in the measure's display units
+
+    def text(self, unit: str) -> str:
+        return f"{self.limit:.0%} of its level" if self.relative else f"{self.limit:g}{' ' + unit if unit else ''}"
+
+
+RISE = {"accuracy": Rise(1.0, relative=False), "mse": Rise(0.05, relative=True)}
+
+
+@dataclass(frozen=True)
+class Regime:
+    state: str
+    steps: Optional[int] = None  # the last evaluated step
+    slope: Optional[float] = None  # improvement per 1,000 updates over the last quarter (display units, or a share)
+    loss: Optional[float] = None  # mean training loss over the last quarter
+    guess_loss: Optional[float] = None  # the guessing level's loss
+    detail: str = ""
+
+    @property
+    def converged(self) -> bool:
+        return self.state == CONVERGED
+
+
+def _tail(series: pd.Series) -> pd.Series:
+    last = float(series.index.max())
+    return series[series.index >= (1.0 - LAST_PART) * last]
+
+
+def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, measure: str, scale: float,
+           higher_better: bool, unit: str = "", guess_loss: Optional[float] = None,
+           paper_steps: Optional[int] = None) -> Regime:
+    """The regime of a cell from its finished runs' curves (module docstring)."""
+    ids = set(run_ids)
+    mine = curves[curves["run_id"].isin(ids)] if len(curves) else curves
+    ev = mine[mine["metric"] == curve_metric].groupby("step")["value"].mean() if len(mine) else pd.Series(dtype=float)
+    if len(ev) == 0:
+        return Regime(UNKNOWN, detail="no learning curve recorded")
+    steps = int(ev.index.max())
+    tail = _tail(ev)
+    if len(tail) < MIN_POINTS:
+        return Regime(UNKNOWN, steps, detail=f"{len(tail)} evaluation(s) in the last quarter (a slope needs "
+                                              f"{MIN_POINTS})")
+    x = tail.index.to_numpy(dtype=float)
+    y = tail.to_numpy(dtype=float) * scale
+    per_k = float(np.polyfit(x, y, 1)[0]) * 1000.0 * (1.0 if higher_better else -1.0)  # improvement / 1k
+    rule = RISE[measure]
+    level = float(np.mean(np.abs(y)))
+    slope = per_k / level if rule.relative and level > 0 else per_k
+    tl = mine[mine["metric"] == "train_loss"].groupby("step")["value"].mean()
+    loss = float(_tail(tl).mean()) if len(tl) else None
+    base = dict(steps=steps, slope=slope, loss=loss, guess_loss=guess_loss)
+    shown = f"{slope:+.1%} of its level" if rule.relative else f"{slope:+.1f}{' ' + unit if unit else ''}"
+    if slope > rule.limit:
+        return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
+                                             f"(converged: at most {rule.text(unit)})")
+    paper_budget = paper_steps is not None and steps >= paper_steps
+    if loss is not None and guess_loss is not None and loss >= GUESS_RATIO * guess_loss and not paper_budget:
+        return Regime(AT_GUESS, **base, detail=f"training loss {loss:.3f} against {guess_loss:.3f} for always "
+                                               "guessing the likeliest output, at a budget below the paper's")
+    return Regime(CONVERGED, **base, detail=f"{shown} per 1,000 updates over its last quarter")
