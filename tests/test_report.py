@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from uwbench.report import figures, render, runs, study, tables
+from uwbench.report import figures, formats, render, runs, study, tables, timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
@@ -74,7 +74,7 @@ def test_summary_semantics(fixture_report):
     # diff = ours - paper, with the paper beside it
     assert uw["diff"] == pytest.approx(uw["mean"] - 97.7)
     assert fixture_report.status == tables.OFF  # the worst cell decides
-    red = tables.time_reductions(fixture_report.summary).set_index("cell")
+    red = timing.time_reductions(fixture_report.summary).set_index("cell")
     assert set(red.index) == {"dnc_uw-copy-T50", "dnc_cuw-copy-T50"}
     assert red.loc["dnc_uw-copy-T50", "reduction"] == pytest.approx(
         100 * (1 - s.loc["dnc_uw-copy-T50", "sec100_mean"] / s.loc["dnc-copy-T50", "sec100_mean"]))
@@ -111,13 +111,13 @@ def test_the_runs_of_two_sweep_backends_are_never_pooled():
 
 
 def test_text_writers_escape():
-    t = tables.Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
+    t = formats.Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
                      groups=[("", 1), ("g", 1)])
-    md = tables.to_markdown(t)
+    md = formats.to_markdown(t)
     assert "x\\|y" in md and md.count("\n") == 3
-    tex = tables.to_latex(t)
+    tex = formats.to_latex(t)
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex and r"a\_b 50\%" in tex
-    assert "<td>1.0 ± 0.1</td>" in tables.to_html(t)
+    assert "<td>1.0 ± 0.1</td>" in formats.to_html(t)
 
 
 def test_snapshot_text_is_stable():

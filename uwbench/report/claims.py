@@ -46,7 +46,7 @@ CLAIMS = (
           winner=Side(None, ("uniform",)), loser=Side(None, ("regular",)), tasks=("copy", "reverse")),
     Claim("cuw-beats-uw", "CUW beats UW on add and max", "Table 2",
           winner=Side(None, ("cached_uniform",)), loser=Side(None, ("uniform",)), tasks=("add", "max")),
-    Claim("uw-cuw-cut-time", "UW and CUW cut training time (seconds per 100 updates) against regular writing",
+    Claim("uw-cuw-cut-time", "UW and CUW cut training time (CPU seconds per 100 updates) against regular writing",
           "Section 3.1, Fig. 2 (b, d)", winner=Side(None, ("uniform", "cached_uniform")),
           loser=Side(None, ("regular",)), measure="time"),
     Claim("uw-gain-peaks", "In the ablation, UW helps most at compression ratios of about 10-40%",

@@ -26,7 +26,8 @@ import pandas as pd
 from uwbench import axes as run_axes
 from uwbench import metrics, selection
 from uwbench.report.tables import (OK, cap, _isnum, _writer_rank, label_flags, metric_info, model_label,
-                                   task_label, time_reductions)
+                                   task_label)
+from uwbench.report.timing import time_reductions
 
 DPI = 100
 LAMBDAS = (0.8, 0.9, 0.95, 0.99)
@@ -446,7 +447,7 @@ def _traced_cell(r) -> str:
 
 def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str = "accuracy",
                  x_label: str = "seconds per 100 updates"):
-    """``points``: ``tables.pareto_points`` (one row per cell and configuration, with ``pareto``). x = the
+    """``points``: ``pareto.pareto_points`` (one row per cell and configuration, with ``pareto``). x = the
     cost's mean, y = the measure's mean in report units; colour = writer, marker area and label = (D+1)/T;
     filled markers and a step line for the Pareto-optimal points, hollow ones for the dominated."""
     info = metric_info(metric)

@@ -23,13 +23,12 @@ import base64
 import glob
 import html
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import pandas as pd
 
-from uwbench.report import figures, search, tables, verdicts
+from uwbench.report import figures, formats, pareto, search, tables, timing, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
@@ -47,10 +46,6 @@ class Report:
     status: str
     files: List[str] = field(default_factory=list)
     figures: Dict[str, object] = field(default_factory=dict)  # name -> matplotlib Figure (for tests)
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
 
 
 def display_path(path: str) -> str:
@@ -78,25 +73,25 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
 
     # tables
     blocks = tables.paper_tables(summary, study)
-    acc_md = "\n".join(f"**{t.title}**\n\n{tables.to_markdown(t)}" for t in blocks)
+    acc_md = "\n".join(f"**{t.title}**\n\n{formats.to_markdown(t)}" for t in blocks)
     _write(os.path.join(folder, "accuracy.md"), acc_md, files)
-    _write(os.path.join(folder, "accuracy.tex"), "\n".join(tables.to_latex(t) for t in blocks), files)
+    _write(os.path.join(folder, "accuracy.tex"), "\n".join(formats.to_latex(t) for t in blocks), files)
     for i, t in enumerate(blocks):
-        name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{slug(t.title)}.csv"
+        name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{formats.slug(t.title)}.csv"
         _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
     cells = tables.cells_table(summary, study)
     _write(os.path.join(folder, "cells.csv"), to_csv_text(*_csv_args(cells)), files)
-    ttable = tables.time_table(summary)
+    ttable = timing.time_table(summary)
     if ttable is not None:
-        _write(os.path.join(folder, "time.md"), tables.to_markdown(ttable), files)
+        _write(os.path.join(folder, "time.md"), formats.to_markdown(ttable), files)
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
-        _write(os.path.join(folder, "time.tex"), tables.to_latex(ttable), files)
+        _write(os.path.join(folder, "time.tex"), formats.to_latex(ttable), files)
     verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
     searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
-    points = tables.pareto_points(study, runs)
-    ptable = tables.pareto_table(study, points) if points is not None else None
+    points = pareto.pareto_points(study, runs)
+    ptable = pareto.pareto_table(study, points) if points is not None else None
     if ptable is not None:
-        _write(os.path.join(folder, "pareto.md"), tables.to_markdown(ptable), files)
+        _write(os.path.join(folder, "pareto.md"), formats.to_markdown(ptable), files)
         _write(os.path.join(folder, "pareto.csv"), to_csv_text(*_csv_args(ptable)), files)
 
     # figures
@@ -123,15 +118,15 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     return report
 
 
-def _csv_args(t: tables.Table):
-    cols, rows = tables.to_csv_rows(t)
+def _csv_args(t: formats.Table):
+    cols, rows = formats.to_csv_rows(t)
     return cols, [dict(zip(cols, r)) for r in rows]
 
 
 def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame) -> Dict[str, tuple]:
     made: Dict[str, tuple] = {}
     info = tables.metric_info(study.metric)
-    dev = ", ".join(tables.devices(summary))
+    dev = ", ".join(timing.devices(summary))
     fig = figures.accuracy_vs_ratio(summary, study.metric)
     if fig is not None:
         made["accuracy_vs_ratio"] = (fig, f"{tables.cap(info['name'])} against the compression ratio (D+1)/T "
@@ -172,7 +167,7 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
                 title = title_of(by_cell[cells[0]])
                 fig = draw(arrays, labels, title)
                 if fig is not None:
-                    name = prefix + "_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
+                    name = prefix + "_" + "_".join(formats.slug(k) for k in key if k and k not in ("T", "D"))
                     made[name] = (fig, f"{title}: {caption}")
     return made
 
@@ -263,9 +258,9 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     parts = []
     for _, r in pick.head(MAX_HEADLINE).iterrows():
         name = f"{tables.model_label(r)} {tables.column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
-        text = f"{name}: {tables.fmt(r['mean'], dec)}{unit}"
+        text = f"{name}: {formats.fmt(r['mean'], dec)}{unit}"
         if tables._isnum(r["paper"]):
-            text += f" (paper {tables.fmt(r['paper'], dec)}{unit})"
+            text += f" (paper {formats.fmt(r['paper'], dec)}{unit})"
         parts.append(text)
     more = len(pick) - MAX_HEADLINE
     return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
@@ -301,21 +296,21 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               f"- device: {facts['device']}", ""]
     lines += ["## Results", ""]
     for t in blocks:
-        lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
+        lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in t.notes] + [""]
     if study.paper_notes:
         lines += [f"_Paper values: {study.paper_notes}_", ""]
     if study.stand_ins():
         lines += [f"_Renamed cells: {study.stand_ins()}._", ""]
     lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
-              "LaTeX: [`accuracy.tex`](accuracy.tex))", "", tables.to_markdown(cells).rstrip("\n"), ""]
+              "LaTeX: [`accuracy.tex`](accuracy.tex))", "", formats.to_markdown(cells).rstrip("\n"), ""]
     if ttable is not None:
-        lines += ["## Time", "", tables.to_markdown(ttable).rstrip("\n"), ""]
+        lines += ["## Time", "", formats.to_markdown(ttable).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in ttable.notes] + [""]
     if verdict is not None:
         lines += [verdict.markdown()]
     if ptable is not None:
-        lines += ["## Pareto front", "", tables.to_markdown(ptable).rstrip("\n"), ""]
+        lines += ["## Pareto front", "", formats.to_markdown(ptable).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in ptable.notes] + ["", "CSV: [`pareto.csv`](pareto.csv)", ""]
     if pngs:
         lines += ["## Figures", ""]
@@ -363,15 +358,15 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
         parts.append(f"<p>{esc(_missing_line(study, missing, flags).replace('**', '').replace('`', ''))}</p>\n")
     parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
     for t in blocks:
-        parts.append(tables.to_html(t))
+        parts.append(formats.to_html(t))
     if study.stand_ins():
         parts.append(f"<p><i>Renamed cells: {esc(study.stand_ins())}.</i></p>\n")
     if ttable is not None:
-        parts.append("<h2>Time</h2>\n" + tables.to_html(ttable))
+        parts.append("<h2>Time</h2>\n" + formats.to_html(ttable))
     if verdict is not None:
         parts.append(verdict.html())
     if ptable is not None:
-        parts.append("<h2>Pareto front</h2>\n" + tables.to_html(ptable))
+        parts.append("<h2>Pareto front</h2>\n" + formats.to_html(ptable))
     if pngs:
         parts.append("<h2>Figures</h2>\n")
         for name, caption in pngs:
@@ -381,7 +376,7 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
                          f"<figcaption>{esc(caption)}</figcaption></figure>\n")
     if searched is not None:
         parts.append(searched.html(folder))
-    parts.append("<h2>All cells</h2>\n" + tables.to_html(cells))
+    parts.append("<h2>All cells</h2>\n" + formats.to_html(cells))
     if study.deviations:
         parts.append("<h2>Deviations</h2>\n<ul>\n" + "".join(f"<li>{esc(d)}</li>\n" for d in study.deviations)
                      + "</ul>\n")
@@ -450,7 +445,7 @@ def claim_summary(folder: str) -> str:
 
 def write_index(root: str, studies_dir: str = "studies") -> str:
     entries = index_entries(root, studies_dir)
-    t = tables.Table(title="Studies", columns=["Study", "Title", "Ours vs paper", "Cells run (profile)", "Status",
+    t = formats.Table(title="Studies", columns=["Study", "Title", "Ours vs paper", "Cells run (profile)", "Status",
                                                "The paper's claims in our runs"],
                      rows=[[f"[{e['id']}]({e['link']})" if e["link"] else e["id"], e["title"], e["headline"],
                             e["cells"], e["status"], e["claims"]] for e in entries])
@@ -465,7 +460,7 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05), **inconclusive** (within "
             "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
             "loss has not left the guessing level: each report's regime table says which).\n\n"
-            + tables.to_markdown(t))
+            + formats.to_markdown(t))
     os.makedirs(root, exist_ok=True)
     path = os.path.join(root, "README.md")
     with open(path, "w", encoding="utf-8", newline="") as f:

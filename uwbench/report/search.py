@@ -29,14 +29,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import pandas as pd
 
 from uwbench import metrics
-from uwbench.report import figures, tables
+from uwbench.report import formats, search_figures, tables
 from uwbench.report.runs import format_value
 from uwbench.report.study import StudyView
 
 MIN_TRIALS = 2  # finished trials a cell needs for importance and figures
 IMPORTANCE_SEED = 0
-FIGURE_SIZE = (7.0, 4.5)
-DEFAULT_TITLES = ("Parallel Coordinate Plot", "Slice Plot", "Contour Plot")  # optuna's, replaced by ours
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ class CellSearch:
 class SearchAnalysis:
     objective: Objective
     cells: List[CellSearch]
-    table: tables.Table
+    table: formats.Table
 
     def markdown(self) -> str:
         lines = ["## Search analysis", "",
@@ -99,7 +97,7 @@ class SearchAnalysis:
                  f"(fANOVA, seed {IMPORTANCE_SEED}; shares sum to 1; indicative only with few trials), and the "
                  "search figures. CSV: [`importance.csv`](importance.csv).", ""]
         if self.table.rows:
-            lines += [tables.to_markdown(self.table).rstrip("\n"), ""]
+            lines += [formats.to_markdown(self.table).rstrip("\n"), ""]
         for c in self.cells:
             lines += [f"**{c.label}** (`{c.cell}`): {c.n_finished} finished of {c.n_trials} search trials", ""]
             lines += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
@@ -116,7 +114,7 @@ class SearchAnalysis:
                  f"<p>Importance of each searched hyperparameter for {esc(self.objective.name)} (fANOVA, "
                  f"seed {IMPORTANCE_SEED}; shares sum to 1; indicative only with few trials).</p>\n"]
         if self.table.rows:
-            parts.append(tables.to_html(self.table))
+            parts.append(formats.to_html(self.table))
         for c in self.cells:
             parts.append(f"<h3>{esc(c.label)} <small>({esc(c.cell)}: {c.n_finished} finished of {c.n_trials} "
                          "search trials)</small></h3>\n")
@@ -307,69 +305,6 @@ def importance(study) -> Dict[str, float]:
     return {k: float(v) for k, v in sorted(raw.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
-def draw(study, kind: Kind, title: str, target_name: str):
-    """One search figure of ``study`` as a matplotlib Figure. Draw and save it (``save``) inside ``style()``:
-    Optuna's functions switch pyplot's style, which must leak neither into the report's other figures nor
-    into the next search figure."""
-    import optuna.visualization.matplotlib as ovm
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = getattr(ovm, kind.plot)(study, target_name=target_name)
-    first = out.flat[0] if hasattr(out, "flat") else out
-    fig = first.figure
-    for ax in fig.axes:
-        if ax.get_title() in DEFAULT_TITLES:
-            ax.set_title("")
-        if ax.get_xscale() == "log":  # minor-tick labels of a short log range overlap when level
-            ax.tick_params(axis="x", which="both", labelrotation=30, labelsize=8)
-        for coll in ax.collections:
-            if kind.name == "parallel" and coll.get_array() is not None:
-                _visible_colors(coll)
-    fig.suptitle(title)
-    fig.set_size_inches(*FIGURE_SIZE)
-    return fig
-
-
-def _visible_colors(mappable) -> None:
-    """Drop the palest quarter of a mappable's colormap: the worst trial's line is white on white otherwise."""
-    import numpy as np
-    from matplotlib.colors import ListedColormap
-
-    cmap = mappable.get_cmap()
-    light_first = sum(cmap(0.0)[:3]) > sum(cmap(1.0)[:3])
-    mappable.set_cmap(ListedColormap(cmap(np.linspace(0.25, 1.0, 256) if light_first else np.linspace(0.0, 0.75, 256))))
-    if mappable.colorbar is not None:
-        mappable.colorbar.update_normal(mappable)
-
-
-class style:
-    """Context for drawing and saving one search figure: Agg, the report's style, rcParams restored on exit."""
-
-    def __enter__(self):
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        self._ctx = matplotlib.rc_context(figures.STYLE)
-        self._ctx.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)
-
-
-def save(fig, path: str) -> None:
-    """Write the PNG with the report's fixed metadata and dpi, cropped to what was drawn (Optuna's layouts
-    push rotated tick labels past the figure's edge), and close the pyplot figure."""
-    import matplotlib.pyplot as plt
-
-    try:
-        fig.savefig(path, format="png", dpi=figures.DPI, metadata=figures.PNG_METADATA, bbox_inches="tight",
-                    pad_inches=0.1)
-    finally:
-        plt.close(fig)
-
-
 # --------------------------------------------------------------------------------------------------
 # The report's section
 # --------------------------------------------------------------------------------------------------
@@ -461,21 +396,20 @@ def _analyse_cell(entry: CellSearch, trials: List[SearchTrial], distributions: M
     else:
         entry.notes.append("the trials recorded no searched parameters")
         return
-    from uwbench.report.render import slug  # imported here: render imports this module
 
     for kind in KINDS:
         if len(entry.params) < kind.min_params or (flat and kind.name == "contour"):
             continue
-        name = f"search_{slug(entry.cell)}_{kind.name}"
+        name = f"search_{formats.slug(entry.cell)}_{kind.name}"
         title = f"{kind.title}: {entry.label}, {len(trials)} trials"
         path = os.path.join(folder, f"{name}.png")
-        with style():
-            save(draw(study, kind, title, objective.name), path)
+        with search_figures.style():
+            search_figures.save(search_figures.draw(study, kind, title, objective.name), path)
         files.append(path)
         entry.figures.append((name, f"{title}: {kind.caption}."))
 
 
-def importance_table(cells: Sequence[CellSearch]) -> tables.Table:
+def importance_table(cells: Sequence[CellSearch]) -> formats.Table:
     """One row per cell with an estimate: the share of each searched parameter."""
     params = sorted({p for c in cells for p in c.importance})
     columns = ["Model", "Cell", "finished trials"] + params
@@ -483,10 +417,10 @@ def importance_table(cells: Sequence[CellSearch]) -> tables.Table:
     for c in cells:
         if not c.importance:
             continue
-        rows.append([c.label, c.cell, str(c.n_finished)] + [tables.fmt(c.importance.get(p), 2) for p in params])
+        rows.append([c.label, c.cell, str(c.n_finished)] + [formats.fmt(c.importance.get(p), 2) for p in params])
         for rank, (p, v) in enumerate(c.importance.items(), 1):
             csv_rows.append([c.cell, c.label, c.n_finished, p, round(v, 6), rank])
-    return tables.Table(title="Hyperparameter importance (fANOVA)", columns=columns, rows=rows,
+    return formats.Table(title="Hyperparameter importance (fANOVA)", columns=columns, rows=rows,
                         csv_columns=["cell", "model", "finished_trials", "param", "importance", "rank"],
                         csv_rows=csv_rows)
 
@@ -503,7 +437,7 @@ def write_tables(analysis: SearchAnalysis, folder: str, files: List[str]) -> Non
     t = analysis.table
     md = os.path.join(folder, "importance.md")
     with open(md, "w", encoding="utf-8", newline="") as f:
-        f.write(f"**{t.title}**\n\n" + (tables.to_markdown(t) if t.rows else "no cell has an estimate yet\n"))
+        f.write(f"**{t.title}**\n\n" + (formats.to_markdown(t) if t.rows else "no cell has an estimate yet\n"))
     files.append(md)
     path = os.path.join(folder, "importance.csv")
     with open(path, "w", encoding="utf-8", newline="") as f:

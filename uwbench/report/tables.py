@@ -14,16 +14,14 @@ at the end (no tabulate, no Styler: the text is ours, so it is stable).
 """
 from __future__ import annotations
 
-import html
 import math
-import re
-from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from uwbench import axes, metrics, selection
+from uwbench.report.formats import Table, _isnum, fmt
 from uwbench.report.study import StudyView
 
 WRITER_SUFFIX = {"regular": "", "none": "", "uniform": "+UW", "cached_uniform": "+CUW", "random": "+RW"}
@@ -37,8 +35,6 @@ NOT_RUN, FAILED, INCOMPLETE, OK = "not run", "failed", "incomplete", "ok"
 NO_PAPER = "no paper value"
 
 
-def _isnum(v) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v)) and not isinstance(v, str)
 
 
 def _int(v) -> Optional[int]:
@@ -294,35 +290,6 @@ def _sort_value(v):
     return (0, float(v)) if _isnum(v) else (1, 0.0)
 
 
-# --------------------------------------------------------------------------------------------------
-# Table objects and their text forms
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Table:
-    """A table: ``columns`` (flat names), optional ``groups`` [(name, span)] over them (LaTeX/HTML header
-    rows), ``rows`` of strings, ``csv_columns`` / ``csv_rows`` the numeric form written to CSV."""
-
-    title: str
-    columns: List[str]
-    rows: List[List[str]]
-    groups: List[Tuple[str, int]] = field(default_factory=list)
-    csv_columns: List[str] = field(default_factory=list)
-    csv_rows: List[List[Any]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-
-
-def fmt(v, decimals: int = 1, sign: bool = False) -> str:
-    """Fixed decimals; '+' on non-zero values when ``sign``; never '-0.0'; '' for a missing value."""
-    if not _isnum(v):
-        return ""
-    x = float(f"{float(v):.{decimals}f}")
-    if x == 0:
-        x = 0.0
-    return f"{x:+.{decimals}f}" if (sign and x != 0) else f"{x:.{decimals}f}"
-
-
 def ours_text(row, decimals: int) -> str:
     """'97.1 ± 0.4 (n=5)', 'not run', 'failed (0/3)', 'incomplete', with failed seeds named."""
     if row["state"] == NOT_RUN:
@@ -489,256 +456,6 @@ def _time_text(r) -> str:
     if _isnum(r["sec100_std"]):
         text += f" ± {r['sec100_std']:.2f}"
     return text
-
-
-def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
-    """For every uniform / cached-uniform cell with a regular twin (same model, controller, task, T, D):
-    its seconds per 100 updates, the twin's, and the reduction 100 (1 - t / t_regular) in %."""
-    keys = ["model", "controller", "task", "seq_len", "memory_size"]
-    regular = {tuple(str(r[k]) for k in keys): r for _, r in summary.iterrows()
-               if r["writer"] == "regular" and _isnum(r["sec100_mean"])}
-    rows = []
-    for _, r in summary.iterrows():
-        if r["writer"] not in REDUCED_WRITERS or not _isnum(r["sec100_mean"]):
-            continue
-        twin = regular.get(tuple(str(r[k]) for k in keys))
-        if twin is None:
-            continue
-        rows.append({"cell": r["cell"], "regular_cell": twin["cell"], "model": r["model"],
-                     "controller": r["controller"], "writer": r["writer"], "task": r["task"],
-                     "seq_len": r["seq_len"], "memory_size": r["memory_size"], "cache_size": r["cache_size"],
-                     "sec100": r["sec100_mean"], "sec100_regular": twin["sec100_mean"],
-                     "reduction": 100.0 * (1.0 - r["sec100_mean"] / twin["sec100_mean"])})
-    return pd.DataFrame(rows, columns=["cell", "regular_cell", "model", "controller", "writer", "task", "seq_len",
-                                       "memory_size", "cache_size", "sec100", "sec100_regular", "reduction"])
-
-
-def devices(summary: pd.DataFrame) -> List[str]:
-    out = set()
-    for d in summary["device"]:
-        out.update(x.strip() for x in str(d or "").split(",") if x.strip())
-    return sorted(out)
-
-
-def time_table(summary: pd.DataFrame) -> Optional[Table]:
-    """Seconds per 100 updates (training only, evaluation excluded) per cell, and the reduction of
-    uniform and cached-uniform writing against regular writing."""
-    timed = summary[summary["sec100_mean"].map(_isnum)]
-    if len(timed) == 0:
-        return None
-    red = {r["cell"]: r for _, r in time_reductions(summary).iterrows()}
-    has_paper = timed["paper_time_reduction"].map(_isnum).any()
-    has_cpu = timed["cpu100_mean"].map(_isnum).any()  # snapshots from before the CPU column have none
-    columns = ["Model", "Task", "T", "D", "s / 100 updates"] + (["CPU s / 100"] if has_cpu else [])
-    columns += ["n", "vs regular (s / 100)", "time reduction (%)"] + (["paper (%)"] if has_paper else [])
-    csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
-                   "sec100_mean", "sec100_std"] + (["cpu_sec100_mean"] if has_cpu else []) + [
-                   "n", "device", "regular_cell", "sec100_regular", "reduction_percent", "paper_reduction_percent"]
-    rows, csv_rows = [], []
-    flags = label_flags(summary)
-    for _, r in timed.iterrows():
-        x = red.get(r["cell"])
-        cpu = [fmt(r["cpu100_mean"], 2)] if has_cpu else []
-        rows.append([model_label(r, **flags), task_label(r["task"]),
-                     _itext(r["seq_len"]), _itext(r["memory_size"]), _time_text(r)] + cpu + [str(int(r["n"])),
-                     f"{x['sec100_regular']:.2f}" if x is not None else "",
-                     fmt(x["reduction"], 1) if x is not None else ""] + (
-                        [fmt(r["paper_time_reduction"], 1)] if has_paper else []))
-        csv_rows.append([r["cell"], r["model"], r["writer"], r["controller"], r["task"], _csv(r["seq_len"]),
-                         _csv(r["memory_size"]), _csv(r["cache_size"]), _round(r["sec100_mean"]),
-                         _round(r["sec100_std"])] + ([_round(r["cpu100_mean"])] if has_cpu else []) + [
-                         int(r["n"]), r["device"],
-                         x["regular_cell"] if x is not None else "",
-                         _round(x["sec100_regular"]) if x is not None else "",
-                         _round(x["reduction"]) if x is not None else "", _round(r["paper_time_reduction"])])
-    dev = ", ".join(devices(summary)) or "unknown"
-    notes = [f"Device: {dev}. Training seconds per 100 updates, evaluation excluded, mean ± std over final seeds.",
-             "Time reduction = 100 × (1 − t / t_regular) against the regular-writing cell with the same model, "
-             "controller, task, T and D; timings compare only on the same device."]
-    if has_cpu:
-        notes.append("CPU s / 100: the run's own CPU seconds per 100 updates (mean over seeds). On a shared machine "
-                     "the wall time also counts the waiting for a core; the CPU time does not, so where the two "
-                     "differ much the runs shared their cores.")
-    return Table(title=f"Training time per 100 updates ({dev})", columns=columns, rows=rows,
-                 csv_columns=csv_columns, csv_rows=csv_rows, notes=notes)
-
-
-# --------------------------------------------------------------------------------------------------
-# Writers
-# --------------------------------------------------------------------------------------------------
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-NUMERIC_CELL = re.compile(r"^[-+−]?[\d.,]+")
-NUMERIC_WORDS = ("not run", "incomplete (no finished final run)", "—", "")
-
-
-def _numeric_column(body: List[List[str]], i: int) -> bool:
-    """Right-align a column whose cells are numbers (or 'not run' / 'failed (..)' / '—' in their place)."""
-    cells = [r[i] for r in body if i < len(r)]
-    return bool(cells) and all(NUMERIC_CELL.match(c) or c in NUMERIC_WORDS or c.startswith("failed (")
-                               for c in cells)
-
-
-def to_markdown(table: Table) -> str:
-    """A GitHub-flavoured Markdown table: number columns right-aligned, text columns left-aligned."""
-    cols = [_md_cell(c) for c in table.columns]
-    body = [[_md_cell(c) for c in row] for row in table.rows]
-    widths = [max([len(c)] + [len(r[i]) for r in body] + [3]) for i, c in enumerate(cols)]
-    right = [i > 0 and _numeric_column(body, i) for i in range(len(cols))]
-
-    def line(cells):
-        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)) + " |"
-
-    rule = "| " + " | ".join(("-" * (w - 1) + ":") if r else (":" + "-" * (w - 1))
-                             for w, r in zip(widths, right)) + " |"
-    lines = [line(cols), rule] + [line(r) for r in body]
-    return "\n".join(lines) + "\n"
-
-
-def to_csv_rows(table: Table) -> Tuple[List[str], List[List[Any]]]:
-    if table.csv_columns:
-        return table.csv_columns, table.csv_rows
-    return table.columns, table.rows
-
-
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-LATEX_SYMBOLS = {"±": r"$\pm$", "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---", "×": r"$\times$"}
-
-
-def latex_escape(text: str) -> str:
-    out = []
-    for ch in str(text):
-        out.append(LATEX_SPECIAL.get(ch, LATEX_SYMBOLS.get(ch, ch)))
-    return "".join(out)
-
-
-def to_latex(table: Table) -> str:
-    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}``), group headers with ``\\cmidrule``."""
-    n = len(table.columns)
-    lines = [f"% {latex_escape(table.title)}", r"\begin{tabular}{l" + "r" * (n - 1) + "}", r"\toprule"]
-    if table.groups and any(span > 1 for _, span in table.groups):
-        cells, rules, start = [], [], 1
-        for name, span in table.groups:
-            if span > 1 and name:
-                cells.append(rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(name)}}}")
-                rules.append(rf"\cmidrule(lr){{{start}-{start + span - 1}}}")
-            else:
-                cells += [""] * span
-            start += span
-        lines.append(" & ".join(cells) + r" \\")
-        lines.append(" ".join(rules))
-        sub = []
-        start = 0
-        for name, span in table.groups:
-            for i in range(span):
-                col = table.columns[start + i]
-                sub.append("ours" if (span > 1 and name and i == 0) else latex_escape(col))
-            start += span
-        lines.append(" & ".join(sub) + r" \\")
-    else:
-        lines.append(" & ".join(latex_escape(c) for c in table.columns) + r" \\")
-    lines.append(r"\midrule")
-    for row in table.rows:
-        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
-
-
-def to_html(table: Table) -> str:
-    """An HTML ``<table>`` (escaped), group header row when there are groups."""
-    esc = html.escape
-    parts = [f"<table>\n<caption>{esc(table.title)}</caption>\n<thead>\n"]
-    if table.groups and any(span > 1 for _, span in table.groups):
-        parts.append("<tr>" + "".join(f'<th colspan="{span}">{esc(name)}</th>' for name, span in table.groups)
-                     + "</tr>\n")
-        sub, start = [], 0
-        for name, span in table.groups:
-            for i in range(span):
-                col = table.columns[start + i]
-                sub.append("ours" if (span > 1 and name and i == 0) else col)
-            start += span
-        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in sub) + "</tr>\n")
-    else:
-        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>\n")
-    parts.append("</thead>\n<tbody>\n")
-    for row in table.rows:
-        cls = []
-        for c in row:
-            k = ""
-            if c == "not run" or str(c).startswith(("failed", "incomplete")):
-                k = ' class="missing"'
-            cls.append(f"<td{k}>{esc(str(c))}</td>")
-        parts.append("<tr>" + "".join(cls) + "</tr>\n")
-    parts.append("</tbody>\n</table>\n")
-    for note in table.notes:
-        parts.append(f'<p class="note">{esc(note)}</p>\n')
-    return "".join(parts)
-
-
-# --------------------------------------------------------------------------------------------------
-# Multi-objective studies: the Pareto-optimal configurations over all cells
-# --------------------------------------------------------------------------------------------------
-
-
-def pareto_columns(study: StudyView) -> List[Tuple[str, str]]:
-    """(runs.csv column, direction) of each objective as the report compares final runs: the task's
-    measure on the test set, then each cost's recorded value (``metrics.run_key_of``)."""
-    if len(study.objectives) < 2:
-        return []
-    info = metric_info(study.metric)
-    return [(info["column"], "maximize" if info["higher_better"] else "minimize")] + [
-        (metrics.run_key_of(m), d) for m, d in study.objectives[1:]]
-
-
-def pareto_points(study: StudyView, runs: pd.DataFrame) -> Optional[pd.DataFrame]:
-    """One row per (cell, configuration) of finished final runs with the means of the objectives and
-    ``pareto`` (``selection.pareto_points``), the cell's writer, D, (D+1)/T, lr and clip; None when the
-    study has one objective or nothing finished."""
-    cols = pareto_columns(study)
-    if not cols or len(runs) == 0:
-        return None
-    points = selection.pareto_points(runs, [c for c, _ in cols], [d for _, d in cols])
-    if len(points) == 0:
-        return None
-    first = runs.drop_duplicates("cell").set_index("cell")
-    for col in ("model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size", "compression_ratio"):
-        points[col] = [first.at[c, col] if c in first.index and col in first.columns else None for c in points["cell"]]
-    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
-    keyed = done.assign(_point=selection.frame_points(done)).drop_duplicates(["cell", "_point"]).set_index(
-        ["cell", "_point"])
-    for col in ("lr", "clip"):
-        points[col] = [keyed.at[(c, k), col] for c, k in zip(points["cell"], points["point"])]
-    return points
-
-
-def pareto_table(study: StudyView, points: pd.DataFrame) -> Table:
-    """The Pareto-optimal configurations (no other cell's configuration is better in every objective)."""
-    info = metric_info(study.metric)
-    dec, col = info["decimals"], info["column"]
-    costs = [(metrics.run_key_of(m), metrics.COSTS[m]) for m, _ in study.objectives[1:]]
-    columns = ["Cell", "Model", "D", "(D+1)/T", "lr", "clip", f"{info['name']} ({info['unit'] or 'MSE'})",
-               *[f"{c.title}{f' ({c.unit})' if c.unit else ''}" for _, c in costs]]
-    csv_columns = ["cell", "writer", "memory_size", "compression_ratio", "lr", "clip", "n", f"{col}_mean",
-                   f"{col}_std", *[k for key, _ in costs for k in (f"{key}_mean", f"{key}_std")]]
-    rows, csv_rows = [], []
-    front = points[points["pareto"]].sort_values(col, ascending=not info["higher_better"], kind="stable")
-    for _, r in front.iterrows():
-        acc = f"{fmt(r[col] * info['scale'], dec)} ± {fmt(r[col + '_std'] * info['scale'], dec)} (n={int(r['n'])})"
-        rows.append([r["cell"], model_label(r), _itext(r["memory_size"]), fmt(r["compression_ratio"], 3),
-                     _gtext(r["lr"]), _gtext(r["clip"]), acc,
-                     *[fmt(r[key], c.decimals) for key, c in costs]])
-        csv_rows.append([_csv(r["cell"]), _csv(r["writer"]), _csv(r["memory_size"]), _csv(r["compression_ratio"]),
-                         _csv(r["lr"]), _csv(r["clip"]), int(r["n"]), _csv(r[col]), _csv(r[col + "_std"]),
-                         *[_csv(r[k]) for key, _ in costs for k in (key, f"{key}_std")]])
-    notes = [f"{len(front)} of {len(points)} configurations (cell and lr, clip) are Pareto-optimal: none of the "
-             f"others is at least as good in every objective and better in one (means over the final runs)."]
-    return Table(title="Pareto-optimal configurations", columns=columns, rows=rows, csv_columns=csv_columns,
-                 csv_rows=csv_rows, notes=notes)
 
 
 def missing_cells(summary: pd.DataFrame) -> List[str]:

@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from uwbench.report import formats, stats, tables
 from uwbench.report import regime as regime_mod
-from uwbench.report import stats, tables
 from uwbench.report.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
 from uwbench.report.compute import Compute, compute
 from uwbench.report.regime import Regime
@@ -65,7 +65,7 @@ class Ordering:
         return "n/a (fewer than 2 cells)" if self.n < 2 else "n/a (all tied)"
 
 
-def orderings(blocks: Sequence[tables.Table]) -> List[Ordering]:
+def orderings(blocks: Sequence[formats.Table]) -> List[Ordering]:
     """Per column group of each paper-layout table: tau-b between our means and the paper's values."""
     out = []
     for t in blocks:
@@ -324,15 +324,15 @@ class Verdicts:
     decimals: int = 1
     files: List[str] = field(default_factory=list)
 
-    def ordering_table(self) -> tables.Table:
-        return tables.Table(
+    def ordering_table(self) -> formats.Table:
+        return formats.Table(
             title="Orderings: Kendall's τ-b between our means and the paper's values, per table column",
             columns=["Table", "Column", "cells", "τ-b", "p"],
             rows=[[o.table, o.column, str(o.n), o.text(), _p(o.p)] for o in self.orderings],
             csv_columns=["table", "column", "cells", "tau_b", "p"],
             csv_rows=[[o.table, o.column, o.n, _r(o.tau), _r(o.p)] for o in self.orderings])
 
-    def claim_table(self) -> tables.Table:
+    def claim_table(self) -> formats.Table:
         rows, csv_rows = [], []
         for r in self.claims:
             dec = 2 if r.claim.measure == "time" else self.decimals
@@ -344,21 +344,21 @@ class Verdicts:
                 csv_rows.append([r.claim.id, c.what, c.winner.label, _r(c.winner.mean), _r(c.winner.std), c.winner.n,
                                  c.loser.label, _r(c.loser.mean), _r(c.loser.std), c.loser.n, _r(c.p),
                                  _r(c.p_holm), c.verdict, c.reason, r.verdict])
-        return tables.Table(
+        return formats.Table(
             title="The paper's claims", columns=["Claim", "Paper", "Measure", "Ours (mean ± std, n seeds)", "Verdict"],
             rows=rows,
             csv_columns=["claim", "where", "winner", "winner_mean", "winner_std", "winner_n", "loser", "loser_mean",
                          "loser_std", "loser_n", "p", "p_holm", "verdict", "reason", "claim_verdict"],
             csv_rows=csv_rows)
 
-    def regime_table(self) -> tables.Table:
+    def regime_table(self) -> formats.Table:
         rows, csv_rows = [], []
         for cell, g in sorted(self.regimes.items()):
-            rows.append([cell, g.state, _i(g.steps), tables.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
+            rows.append([cell, g.state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
                                                                else 1, sign=True),
-                         tables.fmt(g.loss, 3), tables.fmt(g.guess_loss, 3)])
+                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3)])
             csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss), g.detail])
-        return tables.Table(
+        return formats.Table(
             title="Has each cell converged? (the regime rule)",
             columns=["Cell", "Regime", "updates", "improvement / 1k updates (last quarter)", "train loss",
                      "guessing loss"], rows=rows,
@@ -372,26 +372,26 @@ class Verdicts:
                  "[`regimes.csv`](regimes.csv).", ""]
         if self.orderings:
             t = self.ordering_table()
-            lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
+            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
         if self.claims:
             t = self.claim_table()
-            lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
+            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
         else:
             lines += ["No claim of the paper compares cells that this study has run.", ""]
         if self.regimes:
             t = self.regime_table()
-            lines += [f"**{t.title}**", "", tables.to_markdown(t).rstrip("\n"), ""]
+            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
         lines += [f"**Compute.** {self.compute.text()}", ""]
         return "\n".join(lines)
 
     def html(self) -> str:
         parts = ["<h2>Verdicts</h2>\n", f"<p>{html.escape(RULE_TEXT.replace('**', ''))}</p>\n"]
         if self.orderings:
-            parts.append(tables.to_html(self.ordering_table()))
+            parts.append(formats.to_html(self.ordering_table()))
         if self.claims:
-            parts.append(tables.to_html(self.claim_table()))
+            parts.append(formats.to_html(self.claim_table()))
         if self.regimes:
-            parts.append(tables.to_html(self.regime_table()))
+            parts.append(formats.to_html(self.regime_table()))
         parts.append(f"<p><b>Compute.</b> {html.escape(self.compute.text())}</p>\n")
         return "".join(parts)
 
@@ -405,11 +405,11 @@ class Verdicts:
 
 
 def _side(v: Value, dec: int) -> str:
-    text = f"{v.label} {tables.fmt(v.mean, dec)}"
+    text = f"{v.label} {formats.fmt(v.mean, dec)}"
     if v.std is not None:
-        text += f" ± {tables.fmt(v.std, dec)}"
+        text += f" ± {formats.fmt(v.std, dec)}"
     text += f" (n={v.n})"
-    return text + (f" [wall {tables.fmt(v.wall, dec)}]" if v.wall is not None else "")
+    return text + (f" [wall {formats.fmt(v.wall, dec)}]" if v.wall is not None else "")
 
 
 def _p(p: Optional[float]) -> str:
@@ -425,7 +425,7 @@ def _r(v) -> Any:
 
 
 def build(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, curves: pd.DataFrame,
-          blocks: Sequence[tables.Table], folder: str, files: List[str]) -> Verdicts:
+          blocks: Sequence[formats.Table], folder: str, files: List[str]) -> Verdicts:
     """The report's verdicts (orderings, claims, regimes, compute), their CSVs written into ``folder``."""
     regimes = cell_regimes(study, summary, curves)
     v = Verdicts(orderings=orderings(blocks), claims=claim_results(summary, study.metric, regimes=regimes),
