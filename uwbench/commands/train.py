@@ -122,6 +122,8 @@ def _train_and_print(config, mlrun, args) -> int:
     print(f"test {result.metric}: {result.test:.4f}  (best eval {result.best_eval:.4f} at update {result.best_step}; "
           f"{result.seconds_per_100:.2f} s per 100 updates on the {result.path} path; "
           f"{result.num_parameters:,} parameters)")
+    if result.path_reason:
+        print(f"not on the native path: {result.path_reason}")
     print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
     print(link_line(args.experiment, mlrun.experiment_id, args.tracking_uri))
     return 0
