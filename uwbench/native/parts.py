@@ -160,7 +160,10 @@ def check(lib, role: str, part, kernel: Kernel) -> None:
                                     "code and the kernel's source must agree (set train.native=false meanwhile)")
     if isinstance(kernel, MemoryKernel):
         state = part.initial_state(1, torch.device("cpu"), torch.float64)
-        flat = kernel.layout.flatten(state)  # raises on a field of the wrong shape
+        try:
+            flat = kernel.layout.flatten(state)  # raises on a field of the wrong shape
+        except NativeUnavailable as exc:
+            raise NativeUnavailable(f"{where}: {exc}") from None
         back = kernel.layout.unflatten(flat)
         if not all(torch.equal(a, b) for a, b in zip(back, state)):
             raise NativeUnavailable(f"{where}: the state layout's unflatten does not give back the state it flattened")
