@@ -273,3 +273,35 @@ def test_concurrent_processes_on_an_empty_cache_run_the_compiler_once(tmp_path):
     assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in outs]
     assert len({out.strip() for out, _ in outs}) == 1
     assert log.read_text().splitlines() == ["run"]
+
+
+# ---- plugins in every command ----
+
+
+def test_uwbench_train_and_ls_import_the_plugins(plugin, tracking_uri):
+    """`uwbench train` with a plugin writer, as a new user runs it: a subprocess with $UWBENCH_PLUGINS; it
+    trains on the torch path and says why. `uwbench ls writers` lists the plugin's writer."""
+    env = dict(os.environ, UWBENCH_PLUGINS=PLUGIN_MODULE,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "uwbench", "train", "--task", "copy", "--model", "dnc", "--seq-len", "5",
+           "--writer", "mean_cache", "--set", "model.every=2", "--set", "model.hidden_size=6",
+           "--set", "model.word_size=4", "--memory-size", "2", "--steps", "2", "--batch-size", "4",
+           "--eval-every", "2", "--set", "task.test_size=4", "--set", "train.eval_batches=1",
+           "--tracking-uri", tracking_uri, "--experiment", "plugin", "--no-progress", "--no-system-metrics"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on the eager path" in done.stdout
+    assert "not on the native path: the attention ProjectedMean declares no native kernel" in done.stdout
+    listed = subprocess.run([sys.executable, "-m", "uwbench", "ls", "writers"], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert "mean_cache" in listed.stdout and "projected mean of the cache" in listed.stdout
+
+
+def test_a_plugin_that_cannot_be_imported_is_a_clear_error(monkeypatch, capsys):
+    from uwbench.cli import main
+
+    monkeypatch.setenv("UWBENCH_PLUGINS", "uwbench_no_such_plugin")
+    assert main(["ls", "writers"]) == 2
+    err = capsys.readouterr().err
+    assert "$UWBENCH_PLUGINS names the module 'uwbench_no_such_plugin', which cannot be imported" in err
+    assert "PYTHONPATH" in err

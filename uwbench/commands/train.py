@@ -70,6 +70,9 @@ def run_config_from_args(args) -> dict:
 
 
 def run(args) -> int:
+    from uwbench.spec.plugins import import_plugins
+
+    import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
     from uwbench import axes
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.training.config import resolve_run
