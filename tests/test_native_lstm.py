@@ -83,3 +83,25 @@ def test_native_lstm_with_a_gru_controller_names_it():
     model, _, _, _ = _lstm("gru")
     with pytest.raises(ValueError, match="the controller GRU declares no native kernel"):
         model.use_native(True)
+
+
+def test_the_lstm_target_uses_the_baselines_fastest_path():
+    from uwbench.bench import targets
+
+    rows = [{"id": "nn_lstm", "label": "torch.nn.LSTM(125)", "median_cpu_ms": 100.0},
+            {"id": "lstm", "label": "lstm (125, ours)", "median_cpu_ms": 150.0},
+            {"id": "lstm:native", "label": "lstm (125, ours) (native)", "median_cpu_ms": 110.0}]
+    found = {t["id"]: t for t in targets.headline_targets({"rows": rows})}["lstm_vs_nn_lstm"]
+    assert found["measured"] == 1.1 and found["met"] and "(native)" in found["using"]
+    rows[2]["median_cpu_ms"] = 120.0
+    assert not {t["id"]: t for t in targets.headline_targets({"rows": rows})}["lstm_vs_nn_lstm"]["met"]
+
+
+def test_the_bench_records_the_cpu_flags():
+    from uwbench.bench.render import _flags
+    from uwbench.bench.sections import CPU_FLAGS, cpu_flags, machine_info
+
+    flags = machine_info()["cpu_flags"]
+    assert set(flags) == set(CPU_FLAGS) and flags == cpu_flags()
+    assert _flags({"cpu_flags": {"avx2": True, "avx512f": False, "fma": True, "neon": False}}) == "avx2 fma; no avx512f, neon"
+    assert _flags({}) == "CPU flags not recorded"
