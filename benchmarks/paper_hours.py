@@ -74,9 +74,11 @@ def measured_step_costs(paths) -> dict:
 
 def estimate(path: str, measured: dict | None = None):
     from uwbench.models.mann import MANN
-    from uwbench.models.native import NATIVE_CELLS
+    from uwbench.native.parts import declaration
+    from uwbench.registry import CONTROLLERS
 
-    NATIVE_CONTROLLERS = {cell.kernel for cell in NATIVE_CELLS.values()}
+    # the controllers whose class declares a native kernel (uwbench/native/parts.py)
+    NATIVE_CONTROLLERS = {name for name in CONTROLLERS.names() if declaration(CONTROLLERS.get(name)(1, 1)) is not None}
     from uwbench.spec import load_plan
     from uwbench.training.compile_policy import should_compile
     from uwbench.training.compile_policy import COMPILE_SECONDS

@@ -160,7 +160,8 @@ def test_gpu_bench_sharing_runs_trials_as_processes_and_sums_them(monkeypatch):
     from uwbench.bench import gpu
 
     tiny = {"task": {"name": "copy", "seq_len": 3, "test_size": 8}, "model": {"name": "lstm", "hidden_size": 8},
-            "train": {"steps": 3, "batch_size": 4, "eval_every": 3, "eval_batches": 1, "checkpoint_every": 0}}
+            "train": {"steps": 3, "batch_size": 4, "eval_every": 3, "eval_batches": 1, "checkpoint_every": 0,
+                      "native": False}}  # the CPU stand-in for a GPU path: the lstm would otherwise run native
     monkeypatch.setattr(gpu, "run_config", lambda cfg, batch, updates, settings: tiny)
     monkeypatch.setattr(gpu, "SHARING", (1, 2))
     rows = gpu.sharing({}, 2, log=lambda msg: None)

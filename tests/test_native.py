@@ -142,20 +142,26 @@ def test_unsupported_models_are_named():
 
 @needs_kernels
 def test_path_choice():
-    """native=auto takes the native path where it applies and the torch path elsewhere; true is obeyed or
-    fails naming why; compile=true under native=auto is the compiled path; both true is an error."""
+    """native=auto takes the native path where it applies and the torch path elsewhere, saying why; true is
+    obeyed or fails naming why; compile=true under native=auto is the compiled path; both true is an error."""
     dnc, _, _ = _model("dnc")
     gru, _, _ = _model("dnc", controller="gru")
     lstm = build_model("lstm", 10, 10, {"hidden_size": 5})
+    lstm_gru = build_model("lstm", 10, 10, {"hidden_size": 5, "controller": "gru"})
     decide = compile_policy.native_decision
     assert decide(dnc, "dnc", "auto", "auto") is True
     assert decide(dnc, "dnc", "auto", False) is True
     assert decide(dnc, "dnc", "auto", True) is False
     assert decide(dnc, "dnc", False, "auto") is False
     assert decide(gru, "dnc", "auto", "auto") is False
-    assert decide(lstm, "lstm", "auto", "auto") is False
-    with pytest.raises(ValueError, match="needs a memory model"):
-        decide(lstm, "lstm", True, "auto")
+    assert decide(lstm, "lstm", "auto", "auto") is True
+    assert compile_policy.native_choice(lstm_gru, "lstm", "auto", "auto") == (
+        False, "the controller GRU declares no native kernel (a `native_kernel` method of its own class, "
+               "uwbench/native/parts.py)")
+    assert compile_policy.native_choice(dnc, "dnc", False, "auto") == (False, "train.native=false")
+    opaque = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="needs a model with native parts"):
+        decide(opaque, "opaque", True, "auto")
     with pytest.raises(ValueError, match="two different paths"):
         decide(dnc, "dnc", True, True)
     with pytest.raises(ValueError, match="auto, true or false"):
@@ -185,7 +191,8 @@ def test_build_is_cached_per_source(monkeypatch, tmp_path):
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
     first = native.build()
     assert native.build() == first and first.startswith(str(tmp_path))
-    assert list(tmp_path.iterdir()) == [tmp_path / first.rsplit("/", 1)[1]]  # no temporary left behind
+    # the library and the build lock, no temporary left behind
+    assert sorted(tmp_path.iterdir()) == sorted([tmp_path / first.rsplit("/", 1)[1], tmp_path / native.LOCK_NAME])
     cxx = native.compiler()
     key = native._build_key(cxx)
     monkeypatch.setattr(native, "FLAGS", native.FLAGS + ("-DUWBENCH_TEST",))

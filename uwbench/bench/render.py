@@ -134,11 +134,22 @@ RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "e
              "scaling": _scaling, "gpu": _gpu}
 
 
+def _flags(machine: Dict[str, Any]) -> str:
+    """The CPU flags a result recorded, e.g. ``avx2 fma, no avx512f``; older results recorded none."""
+    flags = machine.get("cpu_flags")
+    if not flags:
+        return "CPU flags not recorded"
+    have = [f for f, on in flags.items() if on]
+    lack = [f for f, on in flags.items() if not on]
+    return " ".join(have or ["none of " + ", ".join(flags)]) + (f"; no {', '.join(lack)}" if lack and have else "")
+
+
 def format_tables(result: Dict[str, Any]) -> str:
     """Markdown tables of a result dict, one block per section that ran, then the targets."""
     m = result.get("machine", {})
     lines: List[str] = [
-        f"Machine: {m.get('cpu')}, {m.get('logical_cores')} logical cores, torch {m.get('torch')}, 1 thread; "
+        f"Machine: {m.get('cpu')} ({_flags(m)}), {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
+        "1 thread; "
         f"load average {result.get('load_average_start')} -> {result.get('load_average_end')}; "
         f"mode {result.get('mode')}."]
     for name, section in result["sections"].items():

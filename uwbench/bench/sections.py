@@ -63,6 +63,8 @@ def headline(cfg: Dict[str, Any], repeats: int, warmup: int, compile: bool, log=
         workloads.append(uwbench_workload("ntm", task, batch, {**mem, "writer": writer}))
     notes = []
     if native_path():
+        workloads.append(uwbench_workload("lstm", task, batch, lstm, native=True,
+                                          label=f"lstm ({LSTM_HIDDEN}, ours) (native)"))
         for writer in WRITERS:
             workloads.append(uwbench_workload("dnc", task, batch, {**mem, "writer": writer}, native=True))
         for writer in ("regular", "uniform"):
@@ -258,7 +260,7 @@ def machine_info() -> Dict[str, Any]:
                     break
     except OSError:
         pass
-    info = {"cpu": cpu, "logical_cores": os.cpu_count(), "torch": torch.__version__,
+    info = {"cpu": cpu, "cpu_flags": cpu_flags(), "logical_cores": os.cpu_count(), "torch": torch.__version__,
             "threads": torch.get_num_threads(), "python": platform.python_version(),
             "platform": platform.platform(), "pypi_dnc": pypi_dnc_available()}
     try:
@@ -267,6 +269,26 @@ def machine_info() -> Dict[str, Any]:
     except (OSError, ValueError, IndexError):
         pass
     return info
+
+
+CPU_FLAGS = ("avx2", "avx512f", "fma", "neon")  # the instruction sets the kernels' vector width depends on
+
+
+def cpu_flags() -> Dict[str, bool]:
+    """Which of ``CPU_FLAGS`` this CPU has (``/proc/cpuinfo``; on 64-bit ARM NEON is listed as asimd), so a
+    result says which kind of machine gave it (the native kernels are built with -march=native)."""
+    have: set = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    have = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    if "asimd" in have:
+        have.add("neon")
+    return {flag: flag in have for flag in CPU_FLAGS}
 
 
 def load_average() -> Optional[List[float]]:

@@ -1,6 +1,8 @@
 """The pass/fail targets, as data, evaluated from a result's sections (keyed by workload ids).
 
     dnc_vs_nn_lstm    regular DNC at most 1.5x torch.nn.LSTM(125) per iteration (its faster path)
+    lstm_vs_nn_lstm   the LN-LSTM baseline (H = 125) at most 1.15x torch.nn.LSTM(125) per iteration (its
+                      fastest path: native where the kernels build)
     dnc_vs_pypi       regular DNC at least 4x faster than PyPI dnc
     ntm_vs_dnc        NTM within 1.2x of the regular DNC (each at its faster path)
     writer_cuts       UW and CUW cut the time by the share of memory work they skip (within 3 points);
@@ -22,6 +24,7 @@ from typing import Any, Dict, List, Optional
 from uwbench.bench.workloads import CUW_SCHEDULE, NN_LSTM, PYPI_DNC, workload_id
 
 DNC_VS_NN_LSTM = 1.5
+LSTM_VS_NN_LSTM = 1.15
 DNC_VS_PYPI = 4.0
 NTM_VS_DNC = 1.2
 WRITER_CUT_TOLERANCE = 0.03  # a writer's cut may fall this far below the share it skips
@@ -30,7 +33,7 @@ TRAINER_OVERHEAD = 0.10
 PEAK_MEMORY_VS_PYPI = 0.5
 
 
-def _fastest(rows: Dict[str, Dict[str, Any]], model: str, writer: str) -> Optional[Dict[str, Any]]:
+def _fastest(rows: Dict[str, Dict[str, Any]], model: str, writer: Optional[str]) -> Optional[Dict[str, Any]]:
     """The fastest of a model's eager, compiled and native rows (CPU-time medians)."""
     ids = (workload_id(model, writer), workload_id(model, writer, True), workload_id(model, writer, native=True))
     found = [rows[i] for i in ids if i in rows]
@@ -40,7 +43,13 @@ def _fastest(rows: Dict[str, Dict[str, Any]], model: str, writer: str) -> Option
 def headline_targets(headline: Dict[str, Any]) -> List[Dict[str, Any]]:
     rows = {r["id"]: r for r in headline["rows"]}
     dnc, ntm, lstm = _fastest(rows, "dnc", "regular"), _fastest(rows, "ntm", "regular"), rows.get(NN_LSTM)
+    baseline = _fastest(rows, "lstm", None)
     out = []
+    if baseline and lstm:
+        ratio = baseline["median_cpu_ms"] / lstm["median_cpu_ms"]
+        out.append({"id": "lstm_vs_nn_lstm", "target": f"LN-LSTM baseline <= {LSTM_VS_NN_LSTM}x torch.nn.LSTM(125)",
+                    "measured": round(ratio, 2), "unit": "x", "met": ratio <= LSTM_VS_NN_LSTM,
+                    "using": f"{baseline['label']} vs {lstm['label']}"})
     if dnc and lstm:
         ratio = dnc["median_cpu_ms"] / lstm["median_cpu_ms"]
         out.append({"id": "dnc_vs_nn_lstm", "target": f"regular DNC <= {DNC_VS_NN_LSTM}x torch.nn.LSTM(125)",

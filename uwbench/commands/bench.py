@@ -32,6 +32,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from uwbench.spec.plugins import import_plugins
+
+    import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
     import sys
 
     from uwbench.bench import format_tables, run_benchmarks, write_result

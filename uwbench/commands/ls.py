@@ -10,6 +10,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from uwbench.spec.plugins import import_plugins
+
+    import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
     from uwbench.registry import CONTROLLERS, MODELS, TASKS, WRITERS
 
     kinds = {"tasks": TASKS, "models": MODELS, "controllers": CONTROLLERS, "writers": WRITERS}

@@ -70,6 +70,9 @@ def run_config_from_args(args) -> dict:
 
 
 def run(args) -> int:
+    from uwbench.spec.plugins import import_plugins
+
+    import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
     from uwbench import axes
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.training.config import resolve_run
@@ -122,6 +125,8 @@ def _train_and_print(config, mlrun, args) -> int:
     print(f"test {result.metric}: {result.test:.4f}  (best eval {result.best_eval:.4f} at update {result.best_step}; "
           f"{result.seconds_per_100:.2f} s per 100 updates on the {result.path} path; "
           f"{result.num_parameters:,} parameters)")
+    if result.path_reason:
+        print(f"not on the native path: {result.path_reason}")
     print(f"MLflow run id: {result.run_id} (experiment {args.experiment!r}, {mlrun.uri})")
     print(link_line(args.experiment, mlrun.experiment_id, args.tracking_uri))
     return 0

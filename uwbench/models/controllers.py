@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from uwbench.native.parts import CellKernel
 from uwbench.registry import CONTROLLERS
 
 State = Tuple[torch.Tensor, ...]
@@ -152,6 +153,16 @@ class LNLSTM(Controller):
         h = torch.tanh(c) * o
         return h, (h, c)
 
+    def native_kernel(self) -> CellKernel:
+        """The same cell in C++ (``native/cells.cpp``, ``ln_lstm``), its own parameters flat (10 H): the gates'
+        gains and shifts (the forget bias folded into f's shift), then the cell norm's gain and shift."""
+        return CellKernel("ln_lstm", (self.hidden_size,), self.weight_hh.shape[1], True, self._native_params)
+
+    def _native_params(self) -> torch.Tensor:
+        consts = self.constants()  # gate gains and shifts (4, H)
+        return torch.cat([consts["gate_gain"].reshape(-1), consts["gate_shift"].reshape(-1),
+                          self.ln_cell.gain, self.ln_cell.shift])  # (10 H,)
+
 
 @CONTROLLERS.register("lstm", help="LSTM with bias and forget bias 1 (TF LSTMCell)")
 class LSTM(Controller):
@@ -170,6 +181,10 @@ class LSTM(Controller):
         c = c * torch.sigmoid(f + FORGET_BIAS) + torch.sigmoid(i) * torch.tanh(j)
         h = torch.tanh(c) * torch.sigmoid(o)
         return h, (h, c)
+
+    def native_kernel(self) -> CellKernel:
+        """The same cell in C++ (``native/cells.cpp``, ``lstm``); the bias is in the input projection."""
+        return CellKernel("lstm", (self.hidden_size,), self.weight_hh.shape[1], True, _no_params)
 
 
 @CONTROLLERS.register("gru", help="GRU (TF GRUCell: reset gate applied to h before the candidate matmul)")
@@ -202,6 +217,15 @@ class RNN(Controller):
         (h,) = state
         h = torch.tanh(torch.addmm(gx, h, self.weight_hh))  # (B, H)
         return h, (h,)
+
+    def native_kernel(self) -> CellKernel:
+        """The same cell in C++ (``native/cells.cpp``, ``rnn``); the bias is in the input projection."""
+        return CellKernel("rnn", (self.hidden_size,), self.weight_hh.shape[1], False, _no_params)
+
+
+def _no_params() -> None:
+    """A cell kernel without parameters of its own."""
+    return None
 
 
 def compile_step(method, **options):

@@ -35,7 +35,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from uwbench.models.mann import build_mann
 from uwbench.models.memory_base import MANNConfig
+from uwbench.native.parts import MemoryKernel, StateLayout
 from uwbench.registry import MODELS
 
 INIT_VALUE = 1e-6  # M, w^w, w^r and r start at 1e-6 (docs/reference.md §3.5)
@@ -464,9 +466,15 @@ class DNCMemory(nn.Module):
     def trace_step(self, state: DNCState, iface: DNCInterface) -> Dict[str, torch.Tensor]:
         return {"write_weights": state.write_weights, "read_weights": state.read_weights}  # (B, N), (B, R, N)
 
+    def native_kernel(self) -> MemoryKernel:
+        """The same step (write, then read) in C++ (``native/dnc.cpp``), on each row's state flattened in
+        ``DNCState``'s order: S = N W + 3 N + N N + R N floats."""
+        n, w, r = self.memory_size, self.word_size, self.read_heads
+        layout = StateLayout((("memory", (n, w)), ("usage", (n,)), ("precedence", (n,)), ("link", (n, n)),
+                              ("write_weights", (n,)), ("read_weights", (r, n))), DNCState)
+        return MemoryKernel("dnc", (n, w, r), self.interface_size, self.read_size, layout)
+
 
 @MODELS.register("dnc", config=MANNConfig, help="Differentiable Neural Computer (usage, allocation, temporal link)")
 def build_dnc(cfg: MANNConfig, input_size: int, output_size: int, task=None):
-    from uwbench.models.mann import build_mann
-
     return build_mann(cfg, DNCMemory(cfg.memory_size, cfg.word_size, cfg.read_heads), input_size, output_size, task)

@@ -2,16 +2,23 @@
 
 Encoder then decoder with one controller; output y_t = clip(h_t W_y, +-20) with no bias
 (docs/reference.md §3.4). The paper's LSTM row is the layer-norm LSTM with H=125 (docs/reference.md §9.2).
+
+``use_native()`` runs the whole sequence as one autograd node on the cell kernels
+(``native_cell.py``), like the memory models; batches with per-sequence lengths keep the torch steps
+(they freeze each sample's state after its last step).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Dict
 
 import torch
 import torch.nn as nn
 
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
 from uwbench.models.controllers import build_controller, compile_step
+from uwbench.models.native import enable
+from uwbench.models.native_cell import run_cells
 from uwbench.registry import MODELS
 
 
@@ -56,6 +63,18 @@ class LSTMBaseline(Seq2SeqModel):
         self.controller = build_controller(cfg.controller, input_size, cfg.hidden_size)
         self.w_y = nn.Parameter(torch.randn(cfg.hidden_size, output_size) * 0.1)  # N(0, 0.1^2), no bias
         self._compiled_step = None  # set by compile_steps()
+        self.native = False  # set by use_native(): the whole sequence as one native autograd node
+
+    def native_parts(self) -> Dict[str, nn.Module]:
+        """The parts the native path needs a kernel for: the controller alone."""
+        return {"controller": self.controller}
+
+    def use_native(self, on: bool = True) -> "LSTMBaseline":
+        """Run forwards (without per-sequence lengths) through the native whole-sequence path
+        (``native_cell.py``); raises ``ValueError`` naming a controller without a kernel (a GRU) or
+        ``NativeUnavailable``, as ``MANN.use_native``. Returns the model."""
+        enable(self, on)
+        return self
 
     def compile_steps(self, **options) -> "LSTMBaseline":
         """Run the controller's step under ``torch.compile`` while autograd records (training); see
@@ -73,6 +92,9 @@ class LSTMBaseline(Seq2SeqModel):
         return state[0]
 
     def forward(self, inputs, decoder_inputs, lengths=None):
+        """inputs (B, Te, I), decoder_inputs (B, Td, I) -> outputs (B, Td, O)."""
+        if self.native and lengths is None:
+            return self._forward_native(inputs, decoder_inputs)
         b = inputs.shape[0]
         step = self._compiled_step if self._compiled_step is not None and torch.is_grad_enabled() else None
         ctrl = self.controller
@@ -81,6 +103,14 @@ class LSTMBaseline(Seq2SeqModel):
             _, state = run_controller(ctrl, ctrl.project(inputs), state, lengths, step=step)
             hs, _ = run_controller(ctrl, ctrl.project(decoder_inputs), state, step=step)  # (B, Td, H)
         return torch.clamp(hs @ self.w_y, -OUTPUT_CLIP, OUTPUT_CLIP)  # (B, Td, O)
+
+    def _forward_native(self, inputs, decoder_inputs) -> torch.Tensor:
+        ctrl = self.controller
+        with ctrl.sequence():
+            gx_enc = ctrl.project(inputs.transpose(0, 1))  # (Te, B, G), step-major
+            gx_dec = ctrl.project(decoder_inputs.transpose(0, 1))  # (Td, B, G)
+            hs = run_cells(self, gx_enc, gx_dec)  # (Td, B, H)
+        return torch.clamp(hs.transpose(0, 1) @ self.w_y, -OUTPUT_CLIP, OUTPUT_CLIP)  # (B, Td, O)
 
 
 @MODELS.register("lstm", config=LSTMBaselineConfig, help="recurrent baseline: a controller without memory")

@@ -47,6 +47,7 @@ import torch.nn as nn
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
 from uwbench.models.controllers import build_controller, compile_step
 from uwbench.models.memory_base import MANNConfig
+from uwbench.models.native import enable, run_sequence
 from uwbench.registry import WRITERS
 from uwbench.writing.base import Writer
 
@@ -111,27 +112,24 @@ class MANN(Seq2SeqModel):
             self.trace = rec.finish(te)
         return out
 
+    def native_parts(self) -> Dict[str, nn.Module]:
+        """The parts the native path needs a kernel for, by role: the controller, the memory and a cached
+        writer's attention (``uwbench/models/native.py``)."""
+        parts = {"controller": self.controller, "memory": self.memory}
+        if self.cache_attention is not None:
+            parts["attention"] = self.cache_attention
+        return parts
+
     def use_native(self, on: bool = True) -> "MANN":
         """Run forwards through the native whole-sequence path (``uwbench/models/native.py``): the same
         function, computed by C++ kernels and one autograd node per sequence. Raises ``ValueError`` naming
-        what is unsupported (a GRU controller, a CUDA device, ...) or ``NativeUnavailable`` (no compiler).
-        Traced forwards keep the torch path. Returns the model."""
-        if on:
-            from uwbench import native
-            from uwbench.models.native import unsupported_reason
-
-            param = self.w_xi
-            reason = unsupported_reason(self, param.device, param.dtype)
-            if reason is not None:
-                raise ValueError(f"train.native=true cannot run this model: {reason}; set train.native=auto "
-                                 "(the native path where it applies) or false")
-            native.library()  # build now: a missing compiler is an error here, not mid-run
-        self.native = on
+        the part without a kernel (a GRU controller, a plugin writer's attention, ...) or what else is
+        unsupported (a CUDA device), or ``NativeUnavailable`` (no compiler; a declaration that disagrees
+        with its kernel). Traced forwards keep the torch path. Returns the model."""
+        enable(self, on)
         return self
 
     def _forward_native(self, inputs, decoder_inputs, schedule) -> torch.Tensor:
-        from uwbench.models.native import run_sequence
-
         ctrl = self.controller
         with ctrl.sequence():
             gx_enc = ctrl.project(inputs.transpose(0, 1), 0, self.input_size)  # (Te, B, G), step-major

@@ -19,74 +19,29 @@ step (the data gradients) and makes the weight gradients of all steps at the end
 node keeps only the memory state before each active step and the step's interface. CUW's attention
 over the cached states is a kernel too (``native/cuw.cpp``), run at write steps only.
 
-Supported: CPU tensors in float32 or float64, the ``ln_lstm``, ``lstm`` and ``rnn`` controllers, the
-DNC and NTM memories, every writer (``NATIVE_CELLS`` and ``NATIVE_MEMORIES`` are the registries);
-``unsupported_reason`` names what is not. The ``native`` training setting chooses the path
+Generic: this module imports no model class. A model on this path exposes ``native_parts()``, its
+parts by role (``controller``, ``memory`` and, with a cached writer, ``attention``), and each part
+declares its kernel next to its torch code (a ``native_kernel`` method: ``uwbench/native/parts.py``).
+The path applies to CPU tensors in float32 or float64 when every part declares a kernel
+(``unsupported_reason`` names the first part that does not: a GRU controller, a plugin writer's own
+attention, a new memory), and the declarations are checked against the loaded kernels' exported
+sizes before the first forward (``checked_kernels``). ``native_cell.py`` runs a controller alone (the
+LSTM baseline) the same way. The ``native`` training setting chooses the path
 (``training/compile_policy.py``).
 """
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from uwbench.models.controllers import LNLSTM, LSTM, RNN, Controller
-from uwbench.models.dnc_memory import DNCMemory, DNCState
-from uwbench.models.ntm import NTMMemory
+from uwbench import native as kernels
+from uwbench.native.parts import AttentionKernel, CellKernel, Kernel, MemoryKernel, check, declaration
 
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
-
-
-@dataclass(frozen=True)
-class NativeCell:
-    """A controller the kernels implement: its kernel name, whether it has a memory cell c, and its
-    parameters of its own as one flat tensor (made under autograd, so gradients reach them)."""
-
-    kernel: str
-    has_cell: bool
-    params: Callable[[Controller], Optional[torch.Tensor]]
-
-
-def _ln_lstm_params(ctrl: LNLSTM) -> torch.Tensor:
-    consts = ctrl.constants()  # gate gains and shifts (4, H), the forget bias folded into f's shift
-    return torch.cat([consts["gate_gain"].reshape(-1), consts["gate_shift"].reshape(-1),
-                      ctrl.ln_cell.gain, ctrl.ln_cell.shift])  # (10 H,)
-
-
-NATIVE_CELLS: Dict[type, NativeCell] = {
-    LNLSTM: NativeCell("ln_lstm", True, _ln_lstm_params),
-    LSTM: NativeCell("lstm", True, lambda ctrl: None),
-    RNN: NativeCell("rnn", False, lambda ctrl: None),
-}
-
-
-@dataclass(frozen=True)
-class NativeMemory:
-    """A memory the kernels implement: its kernel name, the kernels' size arguments, and its initial
-    state flattened to the kernels' per-row layout (documented in the kernel's source)."""
-
-    kernel: str
-    dims: Callable[[torch.nn.Module], Tuple[int, ...]]
-    flatten: Callable[[object], torch.Tensor]
-
-
-def _flatten_dnc(state: DNCState) -> torch.Tensor:
-    b = state.memory.shape[0]
-    return torch.cat([state.memory.reshape(b, -1), state.usage, state.precedence, state.link.reshape(b, -1),
-                      state.write_weights, state.read_weights.reshape(b, -1)], dim=1)  # (B, S)
-
-
-def _flatten_ntm(state) -> torch.Tensor:
-    memory, w_r, w_w = state
-    return torch.cat([memory.reshape(memory.shape[0], -1), w_r, w_w], dim=1)  # (B, N M + 2 N)
-
-
-NATIVE_MEMORIES: Dict[type, NativeMemory] = {
-    DNCMemory: NativeMemory("dnc", lambda m: (m.memory_size, m.word_size, m.read_heads), _flatten_dnc),
-    NTMMemory: NativeMemory("ntm", lambda m: (m.slots, m.word), _flatten_ntm),
-}
+ROLES = {"controller": CellKernel, "memory": MemoryKernel, "attention": AttentionKernel}  # what each role declares
 
 
 def unsupported_reason(model, device: torch.device, dtype: torch.dtype) -> Optional[str]:
@@ -95,35 +50,63 @@ def unsupported_reason(model, device: torch.device, dtype: torch.dtype) -> Optio
         return f"the native kernels run on the CPU, the run is on {device}"
     if dtype not in _SUFFIX:
         return f"the native kernels take float32 or float64, the model is {dtype}"
-    ctrl = type(getattr(model, "controller", None))
-    if ctrl not in NATIVE_CELLS:
-        names = ", ".join(sorted(c.kernel for c in NATIVE_CELLS.values()))
-        return f"the native kernels implement the controllers {names}, not {ctrl.__name__}"
-    mem = type(getattr(model, "memory", None))
-    if mem not in NATIVE_MEMORIES:
-        return f"the native kernels implement the DNC and NTM memories, not {mem.__name__}"
+    for role, part in model.native_parts().items():
+        if declaration(part) is None:
+            return (f"the {role} {type(part).__name__} declares no native kernel (a `native_kernel` method of its "
+                    "own class, uwbench/native/parts.py)")
     return None
+
+
+def checked_kernels(model) -> Dict[str, Kernel]:
+    """The kernels the model's parts declare, by role, checked against the loaded library (built now if
+    needed) once per set of sizes: a declaration that disagrees with its kernel is a ``NativeUnavailable``
+    naming both numbers."""
+    lib = kernels.library()
+    parts = model.native_parts()
+    decls = {role: declaration(part) for role, part in parts.items()}
+    key = tuple((role, type(parts[role]), d.kernel, tuple(d.sizes)) for role, d in decls.items())
+    if getattr(model, "_native_checked", None) != key:
+        for role, decl in decls.items():
+            if not isinstance(decl, ROLES[role]):
+                raise kernels.NativeUnavailable(
+                    f"the {role} {type(parts[role]).__name__} declares a {type(decl).__name__}, a {role} takes a "
+                    f"{ROLES[role].__name__}")
+            check(lib, role, parts[role], decl)
+        model._native_checked = key
+    return decls
+
+
+def enable(model, on: bool) -> None:
+    """``use_native``'s work for any model with ``native_parts``: on, check that every part declares a
+    kernel (``ValueError`` naming the first that does not), build the kernels and check the declarations
+    (``NativeUnavailable``), so that a problem is an error here and not mid-run; then set ``model.native``."""
+    if on:
+        param = next(model.parameters())
+        reason = unsupported_reason(model, param.device, param.dtype)
+        if reason is not None:
+            raise ValueError(f"train.native=true cannot run this model: {reason}; set train.native=auto "
+                             "(the native path where it applies) or false")
+        checked_kernels(model)
+    model.native = on
 
 
 def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: List[bool]):
     """The steps of ``model`` (a ``MANN``) from the input projections gx_enc (Te, B, G) and gx_dec (Td, B, G),
     step-major, to the decoder's h (Td, B, H) and r (Td, B, read_size), as one autograd node. Step-major
     input projections get step-major gradients, which their matmul's backward takes without a copy."""
-    from uwbench import native
-
     reason = unsupported_reason(model, gx_enc.device, gx_enc.dtype)  # e.g. moved to CUDA after use_native()
     if reason is not None:
         raise ValueError(f"the native path cannot run this forward: {reason}; call model.use_native(False)")
-    lib = native.library()
+    decls = checked_kernels(model)
+    lib = kernels.library()
     ctrl, mem = model.controller, model.memory
-    cell, memory = NATIVE_CELLS[type(ctrl)], NATIVE_MEMORIES[type(mem)]
+    cell, memory, attention = decls["controller"], decls["memory"], decls.get("attention")
     b, device, dtype = gx_enc.shape[1], gx_enc.device, gx_enc.dtype
-    state0 = memory.flatten(mem.initial_state(b, device, dtype))  # (B, S), under autograd (the NTM's is learned)
+    state0 = memory.layout.flatten(mem.initial_state(b, device, dtype))  # (B, S), under autograd (the NTM's is learned)
     r0 = mem.initial_read(b, device, dtype)  # (B, read_size)
-    attention = model.cache_attention
     w_read = ctrl.weight_ih[model.input_size:]  # (read_size, G)
-    attn_params = tuple(attention.parameters()) if attention is not None else ()
-    inputs = (gx_enc, gx_dec, ctrl.weight_hh, w_read, model.w_xi, cell.params(ctrl), state0, r0, *attn_params)
+    attn_params = attention.params if attention is not None else ()
+    inputs = (gx_enc, gx_dec, ctrl.weight_hh, w_read, model.w_xi, cell.params(), state0, r0, *attn_params)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     te, td = gx_enc.shape[0], gx_dec.shape[0]
     schedule = [bool(s) for s in schedule]
@@ -132,10 +115,11 @@ def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: Li
     active = schedule + [True] * td
     sizes = (b, te, td, sum(active), ctrl.hidden_size, ctrl.weight_hh.shape[1], model.w_xi.shape[1],
              mem.read_size, state0.shape[1], dtype)
-    plan = _Plan(lib=lib, sfx=_SUFFIX[dtype], cell=cell, memory=memory, dims=memory.dims(mem),
+    width = getattr(lib, f"{attention.kernel}_act_size")(*attention.sizes) if attention is not None else 0
+    plan = _Plan(lib=lib, sfx=_SUFFIX[dtype], cell=cell, memory=memory, dims=memory.sizes,
                  clip=float(model.cfg.interface_clip), write=write, active=active,
                  cuw=[attention is not None and t < te and schedule[t] for t in range(te + td)] + [False],
-                 attention=attention, workspace=_workspace(model, sizes, lib, cell, grad),
+                 attention=attention, width=width, workspace=workspace(model, sizes, lib, cell, grad),
                  gx_leaf=(gx_enc.is_leaf, gx_dec.is_leaf))
     return _Sequence.apply(plan, *inputs)
 
@@ -144,14 +128,15 @@ def run_sequence(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor, schedule: Li
 class _Plan:
     lib: object
     sfx: str
-    cell: NativeCell
-    memory: NativeMemory
+    cell: CellKernel
+    memory: MemoryKernel
     dims: Tuple[int, ...]
     clip: float
     write: List[bool]  # per step (encoder then decoder): the memory is written
     active: List[bool]  # per step: the memory is written and/or read (False: a held step)
     cuw: List[bool]  # per step (plus one past the end): a CUW write step, whose h_{t-1} is replaced
-    attention: Optional[torch.nn.Module]
+    attention: Optional[AttentionKernel]  # a cached writer's attention (its kernel runs at write steps)
+    width: int  # the attention's activations kept per cached state
     workspace: "_Workspace"
     gx_leaf: Tuple[bool, bool]  # whether gx_enc, gx_dec are leaves (their gradients are then copied)
 
@@ -166,11 +151,11 @@ class _Workspace:
     when the output is dropped without one); a forward that finds it reserved (two graphs alive at
     once) gets buffers of its own."""
 
-    def __init__(self, sizes, lib, cell: NativeCell):
+    def __init__(self, sizes, lib, cell: CellKernel):
         b, te, td, n_active, hsz, g, x, rsz, ssz, dtype = sizes
         steps = te + td
         opts = dict(dtype=dtype)
-        saved_size = max(getattr(lib, f"{cell.kernel}_saved_size")(hsz), 1)
+        saved_size = max(getattr(lib, f"{cell.kernel}_saved_size")(*cell.sizes), 1)
         self.reserved = False
         self.hs = torch.zeros(steps + 1, b, hsz, **opts)  # hs[t + 1] = h_t, hs[0] the initial h (zero)
         self.cs = torch.zeros(steps + 1, b, hsz, **opts) if cell.has_cell else None  # the same for c
@@ -195,11 +180,11 @@ class _Workspace:
         self.dz_v, self.dxis_v, self.d_rs_v = self.dz.unbind(0), self.dxis.unbind(0), self.d_rs.unbind(0)
         self.dh_pending_v = self.dh_pending.unbind(0)
         self.hs_p, self.cs_p, self.saved_p, self.xis_p, self.states_p, self.rs_p, self.dz_p, self.dxis_p, \
-            self.d_rs_p = (_addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs,
+            self.d_rs_p = (addresses(t) for t in (self.hs, self.cs, self.saved, self.xis, self.states, self.rs,
                                                    self.dz, self.dxis, self.d_rs))
 
 
-def _addresses(t: Optional[torch.Tensor]) -> List[Optional[int]]:
+def addresses(t: Optional[torch.Tensor]) -> List[Optional[int]]:
     """The address of each t[i] (None for every i when t is None)."""
     if t is None:
         return _Nones()
@@ -212,7 +197,7 @@ class _Nones:
         return None
 
 
-def _workspace(model, sizes, lib, cell: NativeCell, grad: bool) -> _Workspace:
+def workspace(model, sizes, lib, cell: CellKernel, grad: bool) -> _Workspace:
     """The model's workspace for these sizes (one kept per model: a sweep's shapes rarely change), or fresh
     buffers when it is reserved by a graph whose backward has not run."""
     ws = getattr(model, "_native_workspace", None)
@@ -225,11 +210,11 @@ def _workspace(model, sizes, lib, cell: NativeCell, grad: bool) -> _Workspace:
     return ws[1]
 
 
-def _release(ws: "_Workspace") -> None:
+def release_workspace(ws: "_Workspace") -> None:
     ws.reserved = False
 
 
-def _ptr(t: Optional[torch.Tensor]) -> Optional[int]:
+def pointer(t: Optional[torch.Tensor]) -> Optional[int]:
     return None if t is None else t.data_ptr()
 
 
@@ -255,18 +240,17 @@ class _Sequence(torch.autograd.Function):
         hs_v, xis_v, rs_v = ws.hs_v, ws.xis_v, ws.rs_v
         hs_p, cs_p, saved_p, xis_p, states_p, rs_p = ws.hs_p, ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p, ws.rs_p
         hh, gr = ws.hh, ws.gr
-        hh_p, gr_p, params_p = hh.data_ptr(), gr.data_ptr(), _ptr(cell_params)
+        hh_p, gr_p, params_p = hh.data_ptr(), gr.data_ptr(), pointer(cell_params)
         torch.mm(rs_v[0], w_read, out=gr)
         enc_p, dec_p = gx_enc.data_ptr(), gx_dec.data_ptr()
         item = gx_enc.element_size()
         kidx = []  # index into states / rs of the state and r each step starts from
         anchors: Dict[int, tuple] = {}  # CUW write step -> (a_t, first cached row of hs, n, alpha, activations)
-        attn_params = [p.detach().contiguous() for p in attn_params]  # W_c (H, A), U_c (H, A), V_c (R, A), v (A,)
+        attn_params = [p.detach().contiguous() for p in attn_params]  # in the attention kernel's order
         attn_p = [p.data_ptr() for p in attn_params]
-        width = attn_params[3].shape[0] if attn_params else 0  # A
-        cuw_fwd = plan.fn("cuw_fwd")
+        width, att = plan.width, plan.attention
+        att_fwd, att_sizes = (plan.fn(f"{att.kernel}_fwd"), att.sizes) if att is not None else (None, ())
         opts = dict(device=gx_enc.device, dtype=gx_enc.dtype)
-        rsz = w_read.shape[0]
         cache_rows: List[int] = []
         cell_fwd = plan.fn(f"{plan.cell.kernel}_fwd")
         mem_fwd = plan.fn(f"{plan.memory.kernel}_fwd")
@@ -280,7 +264,7 @@ class _Sequence(torch.autograd.Function):
                 first, n = cache_rows[0], len(cache_rows)
                 a = torch.empty(b, hsz, **opts)  # (B, H)
                 alpha, act = torch.empty(b, n, **opts), torch.empty(b, n, width, **opts)
-                cuw_fwd(b, n, hsz, rsz, width, hs_p[t], hs_p[first], b * hsz, rs_p[k], *attn_p, a.data_ptr(),
+                att_fwd(b, n, *att_sizes, hs_p[t], hs_p[first], b * hsz, rs_p[k], *attn_p, a.data_ptr(),
                         alpha.data_ptr(), act.data_ptr())
                 anchors[t] = (a, first, n, alpha, act)
                 cache_rows = []
@@ -298,7 +282,7 @@ class _Sequence(torch.autograd.Function):
         dec_rows = [kidx[t] + 1 for t in range(te, steps)]  # each decoder step's r in rs
         ctx.plan = plan
         if ws.reserved:  # released when this graph is freed (after its backward, or without one)
-            weakref.finalize(ctx, _release, ws)
+            weakref.finalize(ctx, release_workspace, ws)
         ctx.meta = (te, td, kidx, anchors, dec_rows)
         ctx.weights = (w_hh, w_read, w_xi, cell_params, attn_params)
         # the weights are kept by reference (not copied): a change in place before the backward would
@@ -338,15 +322,14 @@ class _Sequence(torch.autograd.Function):
         dh_p, dc_p, scratch_p = dh.data_ptr(), dc.data_ptr(), ws.scratch.data_ptr()
         spanned = False
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
-        d_cell_p, params_p = _ptr(d_cell), _ptr(cell_params)
+        d_cell_p, params_p = pointer(d_cell), pointer(cell_params)
         d_attn = [torch.zeros_like(p) for p in attn_params]
-        # the kernel takes W_c, U_c and V_c transposed (its products with them run over H and R), and v
-        attn_t = [p.t().contiguous() for p in attn_params[:3]] + attn_params[3:]
-        attn_p = [p.data_ptr() for p in attn_t]
+        att = plan.attention
+        attn_b = att.backward_params(attn_params) if att is not None else []  # as the kernel's backward takes them
+        attn_p = [p.data_ptr() for p in attn_b]
         d_attn_p = [p.data_ptr() for p in d_attn]
-        cuw_bwd = plan.fn("cuw_bwd")
-        rsz = w_read.shape[0]
-        dh_pending_p = _addresses(dh_pending)
+        att_bwd, att_sizes = (plan.fn(f"{att.kernel}_bwd"), att.sizes) if att is not None else (None, ())
+        dh_pending_p = addresses(dh_pending)
         w_hh_t, w_xi_t, w_read_t = w_hh.t(), w_xi.t(), w_read.t()
         cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
         mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
@@ -369,7 +352,7 @@ class _Sequence(torch.autograd.Function):
             if cuw[t]:  # the gradient of a_t: to h_{t-1}, the cached states, r_{t-1} and the attention
                 _, first, n, alpha, act = anchors[t]
                 d_a = dz_v[t] @ w_hh_t  # (B, H)
-                cuw_bwd(b, n, hsz, rsz, len(d_attn[3]), hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
+                att_bwd(b, n, *att_sizes, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
                         alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
                         d_rs_p[k], *d_attn_p)
             # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span

@@ -40,8 +40,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from uwbench.models.dnc_memory import BROADCAST_MAX_SLOTS  # one threshold for both memories' tiny products
+from uwbench.models.mann import build_mann
 from uwbench.models.memory_base import MANNConfig
 from uwbench.models.params import PAPER_TOTALS, paper_reconciliation
+from uwbench.native.parts import MemoryKernel, StateLayout
 from uwbench.registry import MODELS
 
 MEMORY_INIT = 1e-6  # constant memory init (MarkPK; docs/reference.md §7)
@@ -209,11 +211,16 @@ class NTMMemory(nn.Module):
         _, w_r, w_w = state
         return {"write_weights": w_w, "read_weights": w_r}  # (B, N) each
 
+    def native_kernel(self) -> MemoryKernel:
+        """The same step (write head, then read head) in C++ (``native/ntm.cpp``), on each row's state
+        (memory, read weights, write weights) flattened in that order: S = N M + 2 N floats."""
+        n, m = self.slots, self.word
+        layout = StateLayout((("memory", (n, m)), ("read_weights", (n,)), ("write_weights", (n,))))
+        return MemoryKernel("ntm", (n, m), self.interface_size, self.read_size, layout)
+
 
 @MODELS.register("ntm", config=MANNConfig, help="Neural Turing Machine (1 read + 1 write head, shift range 1)")
 def build_ntm(cfg: MANNConfig, input_size: int, output_size: int, task=None):
-    from uwbench.models.mann import build_mann  # the frame; imported here so this module stays light
-
     return build_mann(cfg, NTMMemory(cfg), input_size, output_size, task)
 
 

@@ -5,16 +5,22 @@ compiler builds them in a few seconds; ``-march=native`` lets the compiler vecto
 loops for the machine at hand. The shared library goes to a cache folder keyed by the sources, the
 flags, the compiler's version and the CPU, so each machine builds once and a changed source rebuilds
 (``UWBENCH_NATIVE_CACHE``, default ``$XDG_CACHE_HOME/uwbench/native`` or ``~/.cache/uwbench/native``).
-The build writes to a temporary name and renames it into place, so processes that build at once
-(the workers of a sweep) never load a half-written library.
+A file lock (``build.lock`` in the cache folder) is held around the build, so processes that start at
+once on a cold cache (the workers of a sweep) wait for one compiler run and then load its result; the
+build also writes to a temporary name and renames it into place, so no process ever loads a
+half-written library. ``prebuild()`` builds ahead (the sweep's parent does, before its workers start).
 
 ``library()`` returns the loaded library or raises ``NativeUnavailable`` naming why (no compiler, a
-failed build); ``available()`` says whether it can be had. The kernels' ABI is documented in each
-source file; ``uwbench.models.native`` drives them.
+failed build); ``available()`` says whether it can be had. Every entry point is typed from one table,
+``SIGNATURES`` (by kernel family; ``KERNELS`` gives each kernel's family and number of size
+arguments). The kernels' ABI is documented in each source file; ``uwbench.native.parts`` has what a
+model part declares to use them and the check of that against the kernels' exported sizes, and
+``uwbench.models.native`` drives them.
 """
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 import platform
@@ -22,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from uwbench import env
 
@@ -31,6 +37,38 @@ HEADERS = ("vmath.h",)
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-fopenmp-simd")
 COMPILER_ENV = "CXX"  # the compiler to use (default: c++, then g++, then clang++)
 CACHE_ENV = env.NATIVE_CACHE_ENV
+
+LOCK_NAME = "build.lock"
+
+# kernel -> (family, number of size arguments): the entry points of a kernel are <kernel>_<entry> for the
+# entries of its family below; the typed ones (fwd, bwd) once per float type, <kernel>_<entry>_f32 / _f64
+KERNELS: Dict[str, Tuple[str, int]] = {
+    "ln_lstm": ("cell", 1), "lstm": ("cell", 1), "rnn": ("cell", 1),  # H
+    "dnc": ("memory", 3),  # N, W, R
+    "ntm": ("memory", 2),  # N, M
+    "cuw": ("attention", 3),  # H, read_size, A
+}
+FLOAT_TYPES = ("f32", "f64")
+TYPED = ("fwd", "bwd")
+_i, _l, _d, _p = ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
+# family -> entry -> (argument types before the size arguments, argument types after them, result type)
+SIGNATURES: Dict[str, Dict[str, Tuple[List, List, Optional[type]]]] = {
+    "cell": {  # (B, H, gx, ld_gx, hh, ld_hh, gr, ld_gr, c_prev, params, h_out, c_out, saved) and its backward
+        "fwd": ([_i], [_p, _l, _p, _l, _p, _l, _p, _p, _p, _p, _p], None),
+        "bwd": ([_i], [_p, _p, _p, _p, _p, _p, _p, _l, _p, _p], None),
+        "saved_size": ([], [], _i), "gate_size": ([], [], _i), "params_size": ([], [], _i),
+    },
+    "memory": {  # (B, sizes, write, clip, xi, state_prev, state_next, r) and its backward
+        "fwd": ([_i], [_i, _d, _p, _p, _p, _p], None),
+        "bwd": ([_i], [_i, _d, _p, _p, _p, _p, _p, _p], None),
+        "state_size": ([], [], _i), "interface_size": ([], [], _i), "read_size": ([], [], _i),
+    },
+    "attention": {  # (B, n, sizes, h, cache, cache_stride, r, 4 params, a, alpha, act) and its backward
+        "fwd": ([_i, _i], [_p, _p, _l] + [_p] * 8, None),
+        "bwd": ([_i, _i], [_p, _p, _l] + [_p] * 15, None),
+        "params_size": ([], [], _i), "act_size": ([], [], _i),
+    },
+}
 
 _lock = threading.Lock()
 _library: Optional[ctypes.CDLL] = None
@@ -91,7 +129,6 @@ def build(cxx: Optional[str] = None) -> str:
     if cxx is None:
         raise NativeUnavailable("no C++ compiler found (c++, g++ or clang++ on the PATH, or $CXX): install one "
                                 "(e.g. `apt install g++`) or set train.native=false")
-    here = os.path.dirname(__file__)
     folder = cache_dir()
     try:
         os.makedirs(folder, exist_ok=True)
@@ -106,6 +143,20 @@ def build(cxx: Optional[str] = None) -> str:
     target = os.path.join(folder, f"uwbench_native_{key}.so")
     if os.path.exists(target):
         return target
+    try:
+        lock = open(os.path.join(folder, LOCK_NAME), "a")
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot write to the native kernels' cache folder {folder} ({exc}): point "
+                                f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one compiler run per machine: the others wait here, then find it
+        if not os.path.exists(target):
+            _compile(cxx, folder, target)
+    return target
+
+
+def _compile(cxx: str, folder: str, target: str) -> None:
+    here = os.path.dirname(__file__)
     try:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
     except OSError as exc:
@@ -122,7 +173,16 @@ def build(cxx: Optional[str] = None) -> str:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target
+
+
+def prebuild() -> Optional[str]:
+    """Build the kernels now if this machine can (before starting worker processes, so they find them
+    built); returns why not, or None. Never raises: each run decides by its own ``train.native``."""
+    try:
+        build()
+    except NativeUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def library() -> ctypes.CDLL:
@@ -162,26 +222,17 @@ def unavailable_reason() -> Optional[str]:
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
-    """Argument types of every entry point (ctypes would otherwise pass Python ints as 32-bit C ints)."""
-    i, l, d, p = ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
-    for sfx in ("f32", "f64"):
-        for cell in ("ln_lstm", "lstm", "rnn"):
-            getattr(lib, f"{cell}_fwd_{sfx}").argtypes = [i, i, p, l, p, l, p, l, p, p, p, p, p]
-            getattr(lib, f"{cell}_bwd_{sfx}").argtypes = [i, i, p, p, p, p, p, p, p, l, p, p]
-        getattr(lib, f"dnc_fwd_{sfx}").argtypes = [i, i, i, i, i, d, p, p, p, p]
-        getattr(lib, f"dnc_bwd_{sfx}").argtypes = [i, i, i, i, i, d, p, p, p, p, p, p]
-        getattr(lib, f"ntm_fwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p]
-        getattr(lib, f"ntm_bwd_{sfx}").argtypes = [i, i, i, i, d, p, p, p, p, p, p]
-        getattr(lib, f"cuw_fwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l] + [p] * 8
-        getattr(lib, f"cuw_bwd_{sfx}").argtypes = [i, i, i, i, i, p, p, l] + [p] * 15
-    for name, n_args in (("ln_lstm_saved_size", 1), ("lstm_saved_size", 1), ("rnn_saved_size", 1),
-                         ("dnc_state_size", 3), ("dnc_interface_size", 3), ("ntm_state_size", 2),
-                         ("ntm_interface_size", 1)):
-        fn = getattr(lib, name)
-        fn.argtypes = [i] * n_args
-        fn.restype = i
-    for fn in ("fwd", "bwd"):
-        for sfx in ("f32", "f64"):
-            for prefix in ("ln_lstm", "lstm", "rnn", "dnc", "ntm", "cuw"):
-                getattr(lib, f"{prefix}_{fn}_{sfx}").restype = None
+    """Type every entry point from ``SIGNATURES`` (ctypes would otherwise pass Python ints as 32-bit C ints
+    and return nothing typed); an entry point the library lacks is a ``NativeUnavailable``."""
+    for kernel, (family, arity) in KERNELS.items():
+        for entry, (before, after, result) in SIGNATURES[family].items():
+            for name in ([f"{kernel}_{entry}_{t}" for t in FLOAT_TYPES] if entry in TYPED else [f"{kernel}_{entry}"]):
+                try:
+                    fn = getattr(lib, name)
+                except AttributeError as exc:
+                    raise NativeUnavailable(f"the native library has no entry point {name} ({family} kernel "
+                                            f"{kernel!r}): its sources and uwbench/native/__init__.py's SIGNATURES "
+                                            "disagree") from exc
+                fn.argtypes = before + [_i] * arity + after
+                fn.restype = result
     return lib

@@ -270,9 +270,17 @@ void rnn_bwd_h(int B, int H, const T* h_out, const T* dh, T* dz, long ld_dz) {
   }
 
 extern "C" {
+// Sizes, for the driver's buffers and its check of the Python declarations (uwbench/native/parts.py):
+// per-row floats kept for the backward, gate pre-activations G (the columns of W_hh), own parameters.
 int ln_lstm_saved_size(int H) { return ln_lstm_saved(H); }
 int lstm_saved_size(int H) { return lstm_saved(H); }
 int rnn_saved_size(int H) { return rnn_saved(H); }
+int ln_lstm_gate_size(int H) { return 4 * H; }
+int lstm_gate_size(int H) { return 4 * H; }
+int rnn_gate_size(int H) { return H; }
+int ln_lstm_params_size(int H) { return 10 * H; }
+int lstm_params_size(int) { return 0; }
+int rnn_params_size(int) { return 0; }
 UWB_CELL(ln_lstm, float, f32)
 UWB_CELL(ln_lstm, double, f64)
 UWB_CELL(lstm, float, f32)

@@ -251,6 +251,10 @@ void cuw_bwd(int B, int n, int H, int R, int A, const T* h, const T* cache, long
 }  // namespace
 
 extern "C" {
+// Sizes, for the driver's check of the Python declaration (uwbench/native/parts.py): the parameters
+// W_c (H, A), U_c (H, A), V_c (R, A), v (A), and the activations kept per cached state (A).
+int cuw_params_size(int H, int R, int A) { return A * (2 * H + R + 1); }
+int cuw_act_size(int, int, int A) { return A; }
 #define UWB_CUW(T, SFX)                                                                                      \
   void cuw_fwd_##SFX(int B, int n, int H, int R, int A, const T* h, const T* cache, long cache_stride,      \
                      const T* r, const T* w_c, const T* u_c, const T* v_c, const T* v, T* a, T* alpha,        \

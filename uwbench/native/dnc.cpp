@@ -483,6 +483,7 @@ void dnc_bwd(int B, int N, int W, int R, int write, double clip, const T* xi_raw
 extern "C" {
 int dnc_state_size(int N, int W, int R) { return Dims(N, W, R).S; }
 int dnc_interface_size(int N, int W, int R) { return Dims(N, W, R).X; }
+int dnc_read_size(int, int W, int R) { return W * R; }
 void dnc_fwd_f32(int B, int N, int W, int R, int write, double clip, const float* xi, const float* sp, float* sn,
                  float* r) { dnc_fwd<float>(B, N, W, R, write, clip, xi, sp, sn, r); }
 void dnc_fwd_f64(int B, int N, int W, int R, int write, double clip, const double* xi, const double* sp, double* sn,

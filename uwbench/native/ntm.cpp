@@ -290,7 +290,8 @@ void ntm_bwd(int B, int N, int M, int write, double clip, const T* xi_raw, const
 
 extern "C" {
 int ntm_state_size(int N, int M) { return Dims(N, M).S; }
-int ntm_interface_size(int M) { return Dims(1, M).X; }
+int ntm_interface_size(int N, int M) { return Dims(N, M).X; }
+int ntm_read_size(int, int M) { return M; }
 void ntm_fwd_f32(int B, int N, int M, int write, double clip, const float* xi, const float* sp, float* sn, float* r) {
   ntm_fwd<float>(B, N, M, write, clip, xi, sp, sn, r);
 }

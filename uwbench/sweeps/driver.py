@@ -38,7 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from uwbench import env, selection
+from uwbench import env, native, selection
 from uwbench.spec import Plan
 from uwbench.sweeps import common, space
 
@@ -298,6 +298,7 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
                 out(common.summary(plan, records))
                 return 0
             common.mark_running(cell_runs, uri)
+            native.prebuild()  # the C++ kernels, once, before the workers start (they share the build)
             bar = common.Progress(planned, plan.id, enabled=progress, initial=len(records))
 
             def tick() -> bool:

@@ -5,13 +5,14 @@ the memory models' whole sequence through C++ kernels as one autograd node (``mo
 fastest by far on a CPU and without a compilation to wait for); ``compiled``, the per-step function
 under ``torch.compile``; ``eager``, plain torch.
 
-``train.native``: ``true`` takes the native path or fails naming why it cannot (a GRU controller, a
-CUDA device, no C++ compiler); ``false`` never takes it; ``auto``, the default, takes it wherever it
-applies, unless ``train.compile=true`` asks for the compiled path. Where ``auto`` cannot take it
-(an unsupported model or device: the LSTM baseline, a GRU controller, CUDA) the run goes on with
-the rules below (on CUDA ``train.cuda_graph`` first, then ``train.compile``), and a missing compiler
-is reported as a warning that says how to get the native path. ``native=true`` with ``compile=true``
-is an error: they are two paths.
+``train.native``: ``true`` takes the native path or fails naming why it cannot (the part without a
+kernel: a GRU controller, a plugin writer's own attention; a CUDA device; no C++ compiler);
+``false`` never takes it; ``auto``, the default, takes it wherever it applies (every part of the model
+declares a kernel, ``models/native.py``), unless ``train.compile=true`` asks for the compiled path.
+Where ``auto`` cannot take it (a part without a kernel, CUDA) the run goes on with the rules below
+(on CUDA ``train.cuda_graph`` first, then ``train.compile``), and the run's ``path_reason`` tag says
+why; a missing compiler or a declaration that disagrees with its kernel is also reported as a
+warning. ``native=true`` with ``compile=true`` is an error: they are two paths.
 
 ``train.cuda_graph`` (on CUDA, where the native path does not run): ``true`` captures the model's whole
 training forward and its backward as CUDA graphs (``models/cuda_graph.py``) or fails naming why it
@@ -43,7 +44,7 @@ unsteadily to count on (8% faster with the machine to itself, 5% slower under lo
 from __future__ import annotations
 
 import warnings
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step on the measuring machine (30-60 s)
 
@@ -77,29 +78,38 @@ def _check_setting(name: str, setting, compile_setting) -> None:
 def native_decision(model, model_name: str, native, compile_setting) -> bool:
     """Whether the run takes the native path (see the module docstring); raises ``ValueError`` for a
     ``native=true`` the model cannot have."""
+    return native_choice(model, model_name, native, compile_setting)[0]
+
+
+def native_choice(model, model_name: str, native, compile_setting) -> Tuple[bool, Optional[str]]:
+    """``native_decision`` and, when the run does not take the native path, why not (the run's
+    ``path_reason`` tag): the setting, or the model part without a kernel, the device, a declaration
+    that disagrees with its kernel, no compiler."""
     _check_setting("native", native, compile_setting)
     if native is False:
-        return False
+        return False, "train.native=false"
     if getattr(model, "use_native", None) is None:
         if native is True:
-            raise ValueError(f"train.native=true needs a memory model (dnc or ntm), got {model_name!r}; set "
-                             "train.native=auto or false")
-        return False
+            raise ValueError(f"train.native=true needs a model with native parts (dnc, ntm or lstm), got "
+                             f"{model_name!r}; set train.native=auto or false")
+        return False, f"the model {model_name!r} has no native path"
     if native is True:
-        return True  # model.use_native raises with the reason if it cannot
+        return True, None  # model.use_native raises with the reason if it cannot
     if compile_setting is True:
-        return False
+        return False, "train.compile=true asks for the compiled path"
     from uwbench import native as kernels
-    from uwbench.models.native import unsupported_reason
+    from uwbench.models.native import checked_kernels, unsupported_reason
 
     param = next(model.parameters())
-    if unsupported_reason(model, param.device, param.dtype) is not None:
-        return False
-    reason = kernels.unavailable_reason()
+    reason = unsupported_reason(model, param.device, param.dtype)
     if reason is not None:
-        warnings.warn(f"the native path is unavailable, the run takes the torch path: {reason}", stacklevel=2)
-        return False
-    return True
+        return False, reason
+    try:
+        checked_kernels(model)  # builds the kernels and checks the parts' declarations against them
+    except kernels.NativeUnavailable as exc:
+        warnings.warn(f"the native path is unavailable, the run takes the torch path: {exc}", stacklevel=2)
+        return False, str(exc)
+    return True, None
 
 
 def cuda_graph_decision(model, setting, compile_setting, device, lengths: bool = False) -> bool:

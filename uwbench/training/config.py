@@ -30,9 +30,10 @@ class TrainConfig:
     # auto | true | false: run the model's step function under torch.compile; auto does so when the run is
     # long enough for the compilation to pay for itself (uwbench/training/compile_policy.py)
     compile: Union[Literal["auto"], bool] = "auto"
-    # auto | true | false: run the memory models' steps through the native C++ kernels (one autograd node per
-    # sequence, uwbench/models/native.py); auto does so wherever they apply (CPU, float32/64, the ln_lstm, lstm
-    # and rnn controllers) unless train.compile=true asks for the compiled path (compile_policy.py)
+    # auto | true | false: run the memory models' and the lstm baseline's steps through the native C++ kernels
+    # (one autograd node per sequence, uwbench/models/native.py); auto does so wherever they apply (CPU,
+    # float32/64, every part of the model declaring a kernel) unless train.compile=true asks for the compiled
+    # path (compile_policy.py)
     native: Union[Literal["auto"], bool] = "auto"
     # auto | true | false: on CUDA, capture the whole training forward and its backward as CUDA graphs and
     # replay them (uwbench/models/cuda_graph.py); auto does so for the memory models and the lstm baseline

@@ -35,7 +35,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -73,6 +73,7 @@ class RunResult:
     first_update_seconds: Optional[float] = None
     threads: Optional[int] = None  # torch intra-op threads used
     path: Optional[str] = None  # the execution path: native | cuda_graph | compiled | eager (compile_policy.py)
+    path_reason: Optional[str] = None  # why the run did not take the native path (None: it did)
     eval_seconds: float = 0.0
     test_seconds: float = 0.0
     checkpoint_seconds: float = 0.0  # writing mid-run checkpoints (outside every other timing)
@@ -130,24 +131,31 @@ def enable_compile(model, model_name: str, setting=True, updates: int = 0, steps
     return True
 
 
-def choose_path(model, model_name: str, tc, task) -> str:
+def choose_path(model, model_name: str, tc, task) -> Tuple[str, Optional[str]]:
     """Set the model up for the execution path the ``native``, ``cuda_graph`` and ``compile`` settings ask
     for and return its name: ``native`` (the C++ whole-sequence path), ``cuda_graph`` (the whole training
     forward and backward replayed as CUDA graphs: the loop calls ``GraphedTraining``), ``compiled`` or
-    ``eager`` (``training/compile_policy.py`` has the rules)."""
-    from uwbench.training.compile_policy import cuda_graph_decision, native_decision
+    ``eager`` (``training/compile_policy.py`` has the rules), with why it is not the native path (None
+    when it is)."""
+    from uwbench.training.compile_policy import cuda_graph_decision, native_choice
 
-    if native_decision(model, model_name, tc.native, tc.compile):
+    native, why = native_choice(model, model_name, tc.native, tc.compile)
+    if native and probe(task).lengths is not None:
+        why = "the task's batches carry per-sequence lengths, which the native path does not take"
+        if tc.native is True:
+            raise ValueError(f"train.native=true cannot run this task: {why}; set train.native=auto or false")
+        native = False
+    if native:
         model.use_native(True)
-        return "native"
+        return "native", None
     param = next(model.parameters())
     lengths = tc.cuda_graph is not False and param.device.type == "cuda" and probe(task).lengths is not None
     if cuda_graph_decision(model, tc.cuda_graph, tc.compile, param.device, lengths):
-        return "cuda_graph"
+        return "cuda_graph", why
     auto = tc.compile == "auto" and getattr(model, "compiled_step_saving", 0)
     compiled = tc.compile is not False and enable_compile(
         model, model_name, tc.compile, tc.steps, steps_per_sequence(task) if auto else None)
-    return "compiled" if compiled else "eager"
+    return ("compiled" if compiled else "eager"), why
 
 
 def probe(task):
@@ -268,14 +276,14 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
     tc = resolved.train
     torch.manual_seed(tc.seed)
     task, model = build_components(resolved, device)
-    path = choose_path(model, resolved.model_name, tc, task)
+    path, path_reason = choose_path(model, resolved.model_name, tc, task)
     forward = GraphedTraining(model) if path == "cuda_graph" else model  # the training forward's callable
     optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
     train_gen = torch.Generator().manual_seed(tc.seed)
     eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
     generators = {"train": train_gen, "eval": eval_gen}
     result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters(),
-                       threads=torch.get_num_threads(), path=path)
+                       threads=torch.get_num_threads(), path=path, path_reason=path_reason)
     result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
     counters = _Counters()
     best_state = None
@@ -298,7 +306,8 @@ def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, p
                 run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
         run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
                       "torch_threads": result.threads, "resumes": counters.resumes,
-                      "compiled": path == "compiled", "path": path})
+                      "compiled": path == "compiled", "path": path,
+                      **({"path_reason": path_reason[:1000]} if path_reason else {})})
         run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
 
     bar = None

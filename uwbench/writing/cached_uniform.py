@@ -21,6 +21,7 @@ from typing import List, Tuple
 import torch
 import torch.nn as nn
 
+from uwbench.native.parts import AttentionKernel
 from uwbench.registry import WRITERS
 from uwbench.theory import positions_to_mask, uniform_positions
 from uwbench.writing.base import Writer
@@ -59,6 +60,17 @@ class CacheAttention(nn.Module):
         scores = torch.tanh(query.unsqueeze(1) + cache @ self.u_c) @ self.v  # (B, n)
         alpha = torch.softmax(scores, dim=-1)  # (B, n)
         return torch.bmm(alpha.unsqueeze(1), cache).squeeze(1), alpha  # (B, H), (B, n)
+
+    def native_kernel(self) -> AttentionKernel:
+        """The same attention in C++ (``native/cuw.cpp``), sizes (H, read_size, A); its backward takes
+        W_c, U_c and V_c transposed (its products with them run over H and read_size)."""
+        (h, a), r = self.w_c.shape, self.v_c.shape[0]
+        return AttentionKernel("cuw", (h, r, a), (self.w_c, self.u_c, self.v_c, self.v), _transposed)
+
+
+def _transposed(params: List[torch.Tensor]) -> List[torch.Tensor]:
+    """W_c, U_c, V_c transposed (contiguous), v as it is: the attention kernel's backward's parameters."""
+    return [p.t().contiguous() for p in params[:3]] + list(params[3:])
 
 
 @WRITERS.register("cached_uniform", config=CachedUniformConfig, help="cached uniform writing: interval min(s, L), attention over a cache")
