@@ -87,6 +87,10 @@ def plugin(tmp_path_factory):
         yield folder
     finally:
         sys.path.remove(str(folder))
+        from uwbench.registry import WRITERS
+
+        WRITERS.unregister("mean_cache")  # leave the registry as the next test module expects it
+        sys.modules.pop(PLUGIN_MODULE, None)
 
 
 TINY = {"task": {"name": "copy", "seq_len": 5, "test_size": 4},

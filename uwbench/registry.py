@@ -46,6 +46,10 @@ class Registry:
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a plugin's component, e.g. at the end of a test that imported it)."""
+        self._entries.pop(name, None)
+
     def entry(self, name: str) -> Entry:
         _load_builtin_components()
         if name not in self._entries:
