@@ -597,3 +597,16 @@ def test_ratio_and_time_figures_draw_a_curve_per_writer_and_cache_size_over_seve
     fig = figures.learning_curves(pd.DataFrame(curves), snap.runs, rep.summary)
     labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
     assert len(labels) == len(set(labels)) == 12 and "DNC+CUW (L=5), D=4 (n=2)" in labels
+
+
+def test_the_index_names_untested_claims_and_the_budget_that_would_test_them():
+    from uwbench import spec as spec_mod
+
+    path = os.path.join(os.path.dirname(HERE), "studies", "table1_memorization.yaml")
+    assert render.paper_budget_profiles(spec_mod.load(path), path) == ["paper", "paper50"]  # cpu and smoke: fewer
+    entry = {"id": "t1", "untested": ["UW beats regular writing on copy and reverse"], "steps": 2000,
+             "paper_steps": 10000, "budget_profiles": ["paper50"], "path": "studies/t1.yaml"}
+    text = render.untested_section([entry, {"id": "t2", "untested": []}])
+    assert "**t1** (its runs made 2,000 updates, the paper's 10,000): UW beats regular" in text
+    assert "--profile paper50" in text and "t2" not in text
+    assert render.untested_section([{"id": "t2", "untested": []}]) == ""
