@@ -41,8 +41,9 @@ def test_a_flat_curve_away_from_guessing_is_converged():
     flat = [0.2 + 0.3 * (1 - math.exp(-i / 4)) for i in range(40)]  # saturated long before the last quarter
     g = acc(curves({"a": flat}, loss=0.4), guess_loss=2.25)
     assert g.state == CONVERGED and abs(g.slope) < 0.1 and g.loss == pytest.approx(0.4)
-    falling = [0.9 - 0.00002 * (i + 1) * 250 for i in range(40)]  # getting worse is not "still learning"
-    assert acc(curves({"a": falling}, loss=0.4)).state == CONVERGED
+    falling = [0.9 - 0.00002 * (i + 1) * 250 for i in range(40)]  # steadily worse: not settled either
+    g = acc(curves({"a": falling}, loss=0.4))
+    assert g.state == regime.FALLING and "getting worse by -2.0 points" in g.detail
 
 
 def test_flat_at_the_guessing_level_counts_only_at_the_papers_budget():

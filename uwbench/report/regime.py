@@ -14,7 +14,7 @@ its learning curves (``curves.csv``: the evaluation metric and the training loss
   curve there can be the plateau that precedes learning (copy sits on it for ~2,500 updates at T=50), so
   it counts against testing unless the run had the paper's own budget, where the paper's numbers end
   too (the paper's LSTM ends at its guessing level on copy).
-- **converged**: neither. Also **unknown** when the last quarter has fewer than ``MIN_POINTS`` evaluations.
+- **converged**: none of these. Also **unknown** when the last quarter has fewer than ``MIN_POINTS`` evaluations.
 
 Why these numbers (read off the committed curves): the reduced runs of Tables 1-3 and the ablation end
 with copy/reverse/add/max gaining 2-25 points per 1,000 updates, far above 1.0; a flat curve's slope,
@@ -30,7 +30,8 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-CONVERGED, RISING, AT_GUESS, UNKNOWN = "converged", "rising", "at the guessing level", "unknown"
+CONVERGED, RISING, FALLING, AT_GUESS, UNKNOWN = ("converged", "rising", "falling", "at the guessing level",
+                                                 "unknown")
 LAST_PART = 0.25  # the tail of the run whose slope is read
 MIN_POINTS = 3  # evaluations the tail needs for a slope
 GUESS_RATIO = 0.95  # training loss at or above this share of the guessing loss: not left it
@@ -96,6 +97,9 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
                                              f"(converged: at most {rule.text(unit)})")
+    if slope < -rule.limit:
+        return Regime(FALLING, **base, detail=f"getting worse by {shown} per 1,000 updates over its last quarter "
+                                              f"(converged: within {rule.text(unit)} either way)")
     paper_budget = paper_steps is not None and steps >= paper_steps
     if loss is not None and guess_loss is not None and loss >= GUESS_RATIO * guess_loss and not paper_budget:
         return Regime(AT_GUESS, **base, detail=f"training loss {loss:.3f} against {guess_loss:.3f} for always "

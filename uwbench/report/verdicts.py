@@ -306,7 +306,8 @@ def claim_results(summary: pd.DataFrame, metric: str = "accuracy", claims: Seque
 
 
 RULE_TEXT = ("each comparison is **not testable at this budget** when a side has not converged (its learning "
-             "curve still rises over its last quarter, or its training loss has not left the guessing level at "
+             "curve still rises or falls over its last quarter by more than 1 point of accuracy, or 5% of an "
+             "MSE, per 1,000 updates, or its training loss has not left the guessing level at "
              "a budget below the paper's); otherwise Welch's t-test of the per-seed values, Holm-corrected "
              f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
              "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
