@@ -327,3 +327,11 @@ def test_report_has_the_verdicts_section(tmp_path):
     page = (tmp_path / "fixture_copy" / "report.html").read_text()
     assert "<h2>Verdicts</h2>" in page
     assert os.path.join(rep.folder, "verdicts.csv") in rep.files
+
+
+def test_the_headline_figure_takes_both_sides_of_the_claim_with_the_same_model_and_memory():
+    s = frame(cell("reg", mean=70, std=1), cell("uw", writer="uniform", mean=80, std=1),
+              cell("uw2", writer="uniform", memory_size=2, mean=80, std=1),  # no regular twin at D=2
+              cell("rw", writer="random", mean=60, std=1), cell("add", task="add", writer="uniform", mean=1, std=1))
+    assert list(render.claim_cells(s, render.HEADLINE_CLAIM)["cell"]) == ["reg", "uw"]
+    assert len(render.claim_cells(s.iloc[[0, 3]], render.HEADLINE_CLAIM)) == 0  # one side only: no figure

@@ -123,6 +123,25 @@ def _csv_args(t: formats.Table):
     return cols, [dict(zip(cols, r)) for r in rows]
 
 
+HEADLINE_CLAIM = "uw-beats-regular"  # the claim whose two sides get their own learning-curve figure
+
+
+def claim_cells(summary: pd.DataFrame, claim_id: str) -> pd.DataFrame:
+    """The finished cells on either side of a claim, within the (model, controller, memory) groups that have
+    both sides (so the figure compares like with like)."""
+    claim = next(c for c in verdicts.CLAIMS if c.id == claim_id)
+    done = summary[summary["state"] == tables.OK]
+    if claim.tasks:
+        done = done[done["task"].isin(claim.tasks)]
+    keep = []
+    for _, g in done.groupby(["model", "controller", "memory_size"], dropna=False, sort=False):
+        wins = [i for i, r in g.iterrows() if claim.winner.holds(r)]
+        loses = [i for i, r in g.iterrows() if claim.loser.holds(r)]
+        if wins and loses:
+            keep += wins + loses
+    return done.loc[sorted(keep)] if keep else done.iloc[0:0]
+
+
 def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame) -> Dict[str, tuple]:
     made: Dict[str, tuple] = {}
     info = tables.metric_info(study.metric)
@@ -139,6 +158,12 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
     if fig is not None:
         made["learning_curves"] = (fig, "Learning curves: evaluation metric every evaluation step, mean over "
                                         "seeds with a ± std band.")
+    pair = claim_cells(summary, HEADLINE_CLAIM)
+    fig = figures.learning_curves(snap.curves, runs, pair, study.metric) if len(pair) else None
+    if fig is not None:
+        made["learning_curves_uw_vs_regular"] = (
+            fig, "Learning curves of uniform against regular writing (the paper's headline comparison), the same "
+                 "model and memory: mean over seeds with a ± std band.")
     if study.metric == "accuracy":
         fig = figures.theory_bound(summary)
         if fig is not None:
