@@ -317,7 +317,7 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
 
 def test_worker_devices_spread_workers_over_the_gpus():
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import worker_devices
+    from uwbench.sweeps.planning import worker_devices
 
     assert worker_devices(3, []) == [None, None, None]  # no GPU: the study's device as it is
     assert worker_devices(5, ["0", "1"]) == ["0", "1", "0", "1", "0"]  # i mod G
@@ -332,7 +332,7 @@ def test_worker_devices_spread_workers_over_the_gpus():
 
 def test_gpu_ids_follow_the_fake_count_or_the_users_visible_devices(monkeypatch):
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import GPU_COUNT_ENV, gpu_ids
+    from uwbench.sweeps.planning import GPU_COUNT_ENV, gpu_ids
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.delenv(GPU_COUNT_ENV, raising=False)

@@ -20,6 +20,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 NONE = "none"  # the tag value of an axis that does not apply (e.g. the writer of the LSTM baseline)
 DEFAULT_ID_RANK = 9  # grid axes without a rank come after the named ones in a cell id
+SEED_PARAM = "seed"  # the seed axis; faithful grids enumerate seeds as a parameter of a job, so each (point,
+#                       seed) is one trial, and every consumer strips it from the searched params by this name
 
 
 def _present(values: Mapping[str, Any], name: str) -> bool:
@@ -108,7 +110,7 @@ _BUILTIN = (
          description="(D+1)/T, paper Section 2.2"),
     Axis("lr", "train.lr", float, cell=False, description="learning rate"),
     Axis("clip", "train.clip", float, cell=False, description="gradient clipping threshold"),
-    Axis("seed", "train.seed", int, cell=False, description="the run's seed"),
+    Axis(SEED_PARAM, "train.seed", int, cell=False, description="the run's seed"),
 )
 
 _AXES: Dict[str, Axis] = {a.name: a for a in _BUILTIN}

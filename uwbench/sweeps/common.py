@@ -81,12 +81,12 @@ class Job:
     def run_name(self) -> str:
         if self.role == "trial":
             return f"{self.cell.id}/trial{self.trial_number}"
-        grid = {k: v for k, v in self.params.items() if k != space.SEED_PARAM}
+        grid = {k: v for k, v in self.params.items() if k != axes.SEED_PARAM}
         suffix = "".join(f"-{k.split('.', 1)[1]}{v}" for k, v in grid.items()) if self.mode == "faithful" else ""
         return f"{self.cell.id}/seed{self.seed}{suffix}"
 
     def config(self) -> Dict[str, Dict[str, Any]]:
-        cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
+        cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != axes.SEED_PARAM})
         cfg.setdefault("train", {})["seed"] = int(self.seed)
         cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md §7.2)
         if self.device:
@@ -100,7 +100,7 @@ def job_key(cell_id: str, role: str, params: Mapping[str, Any], seed: int, trial
     if role == "trial":
         ident["trial"] = trial_number
     else:
-        ident["params"] = {k: v for k, v in sorted(params.items()) if k != space.SEED_PARAM}
+        ident["params"] = {k: v for k, v in sorted(params.items()) if k != axes.SEED_PARAM}
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -132,7 +132,7 @@ def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str,
         "backend": job.backend,
         "mode": job.mode,
         "job_key": job.key,
-        "search_params": json.dumps({k: v for k, v in job.params.items() if k != space.SEED_PARAM},
+        "search_params": json.dumps({k: v for k, v in job.params.items() if k != axes.SEED_PARAM},
                                     sort_keys=True),
     })
     tags.update(job.extra_tags)

@@ -28,7 +28,7 @@ checkpoint folder (``--checkpoint-dir``; on a disk every machine reads for multi
 trial interrupted more than ``max_retries`` times is recorded as failed.
 
 GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` through
-``CUDA_VISIBLE_DEVICES`` (``driver.worker_devices``).
+``CUDA_VISIBLE_DEVICES`` (``planning.worker_devices``).
 """
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from uwbench import axes
 from uwbench.spec import ChoiceParam, Plan
-from uwbench.sweeps import common, driver, space
+from uwbench.sweeps import common, planning, space
 from uwbench.sweeps.storage import is_journal, make_storage, storage_url, study_name
 
 POLL_S = 0.5
@@ -72,7 +73,7 @@ def phase_space(plan: Plan, phase: str) -> Dict[str, Any]:
     if phase == "search":
         return dict(plan.search)
     seeds = plan.final_seeds if plan.mode == "tuned" else plan.all_seeds()
-    return {**plan.search, space.SEED_PARAM: ChoiceParam(type="choice", values=list(seeds))}
+    return {**plan.search, axes.SEED_PARAM: ChoiceParam(type="choice", values=list(seeds))}
 
 
 def legacy_index(t) -> int:
@@ -94,7 +95,7 @@ def interrupted(t) -> bool:
 class Settings:
     """What every process of this machine's sweep needs (picklable)."""
 
-    ctx: driver.Context
+    ctx: planning.Context
     storage: str
     heartbeat_interval: int
     grace_period: int
@@ -274,10 +275,10 @@ class Studies:
             return None
         if phase == "search":
             number = legacy_index(t)
-            seed = int(t.user_attrs.get("seed", driver.search_seed(self.plan, number)))
+            seed = int(t.user_attrs.get("seed", planning.search_seed(self.plan, number)))
             return common.job_key(cell_id, "trial", {}, seed, number)
         params = dict(t.system_attrs.get("fixed_params") or t.params)
-        return common.job_key(cell_id, "final", params, params.get(space.SEED_PARAM), 0)
+        return common.job_key(cell_id, "final", params, params.get(axes.SEED_PARAM), 0)
 
     def by_key(self, cell_id: str, phase: str) -> Dict[str, List[Any]]:
         out: Dict[str, List[Any]] = {}
@@ -313,7 +314,7 @@ class Studies:
                     error = f"interrupted {generation(t) + 1} times (its worker died each time)"
                     status = "failed"
                 params = dict(t.params)
-                seed = params.pop(space.SEED_PARAM, None)
+                seed = params.pop(axes.SEED_PARAM, None)
                 if phase == "search":
                     seed = t.user_attrs.get("seed")
                 values = tuple(t.values) if status == "finished" and t.values is not None else None
@@ -339,20 +340,20 @@ class Studies:
                 have = self.by_key(cell.id, "search")
                 self._orphans(cell.id, "search", have)
                 for i in range(plan.budget.n_trials):
-                    seed = driver.search_seed(plan, i)
+                    seed = planning.search_seed(plan, i)
                     key = common.job_key(cell.id, "trial", {}, seed, i)
                     if key not in have:
                         self.studies[(cell.id, "search")].enqueue_trial(
                             {}, user_attrs={"job_key": key, "index": i, "seed": seed}, skip_if_exists=False)
-                if not driver.search_done(plan, rows):
+                if not planning.search_done(plan, rows):
                     continue
             have = self.by_key(cell.id, "final")
             self._orphans(cell.id, "final", have)
-            for job in driver.final_jobs(plan, cell.id, rows):
+            for job in planning.final_jobs(plan, cell.id, rows):
                 key = job.key(cell.id)
                 if key not in have:
                     self.studies[(cell.id, "final")].enqueue_trial(
-                        {**job.params, space.SEED_PARAM: job.seed},
+                        {**job.params, axes.SEED_PARAM: job.seed},
                         user_attrs={"job_key": key, "index": job.index, **job.extra}, skip_if_exists=False)
 
     def _orphans(self, cell_id: str, phase: str, have: Dict[str, List[Any]]) -> None:
@@ -440,7 +441,7 @@ class TrialRunner:
     def _pruner(self, cell_id: str, phase: str):
         import optuna
 
-        p = driver.pruning_for(self.plan, cell_id)
+        p = planning.pruning_for(self.plan, cell_id)
         if phase != "search" or p.type == "none":
             return optuna.pruners.NopPruner()
         if p.type == "median":
@@ -453,7 +454,7 @@ class TrialRunner:
         import optuna
 
         if phase == "search":  # a fresh sampler per trial, seeded by cell and index: reproducible given the history
-            return driver.tpe_sampler(self.plan, cell_id, index)
+            return planning.tpe_sampler(self.plan, cell_id, index)
         return optuna.samplers.RandomSampler(seed=index)  # final and grid trials have every param fixed
 
     def _told_from_mlflow(self, study, trial_id: int, run) -> bool:
@@ -511,9 +512,9 @@ class TrialRunner:
             study.tell(trial, state=TrialState.FAIL)
             return common.Outcome("failed", error=str(exc))
         if phase == "search":
-            seed = int(frozen.user_attrs.get("seed", driver.search_seed(plan, index)))
+            seed = int(frozen.user_attrs.get("seed", planning.search_seed(plan, index)))
         else:
-            seed = int(params[space.SEED_PARAM])
+            seed = int(params[axes.SEED_PARAM])
         extra = {k: frozen.user_attrs[k] for k in ("best_trial",) if k in frozen.user_attrs}
         if "failed_trial" in frozen.system_attrs:
             extra["retry_of"] = frozen.system_attrs["failed_trial"]
@@ -587,7 +588,7 @@ def worker_main(s: Settings, stop, index: int) -> None:
 class Backend:
     name = "optuna"
 
-    def __init__(self, plan: Plan, options: driver.Options):
+    def __init__(self, plan: Plan, options: planning.Options):
         self.plan, self.options = plan, options
         workers = 1 if options.workers is None else options.workers
         if workers < 0:
@@ -599,12 +600,12 @@ class Backend:
             raise common.SweepError(f"--heartbeat-interval must be >= 1 and --grace-period above it, got "
                                     f"{options.heartbeat_interval} and {options.grace_period}")
         self.workers = workers
-        self.devices = driver.worker_devices(max(1, workers), driver.gpu_ids(), options.gpus_per_trial)
+        self.devices = planning.worker_devices(max(1, workers), planning.gpu_ids(), options.gpus_per_trial)
         self.studies: Optional[Studies] = None
 
     note = staticmethod(say)
 
-    def open(self, ctx: driver.Context) -> str:
+    def open(self, ctx: planning.Context) -> str:
         url = storage_url(self.plan, self.options.storage)
         self.settings = Settings(ctx=ctx, storage=url, heartbeat_interval=self.options.heartbeat_interval,
                                  grace_period=self.options.grace_period, max_retries=self.options.max_retries,
