@@ -6,7 +6,6 @@ registered components.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Annotated, Any, Dict, List, Literal, Mapping, Optional, Union
@@ -14,7 +13,7 @@ from typing import Annotated, Any, Dict, List, Literal, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic import field_validator, model_validator
 
-from uwbench import metrics
+from uwbench import metrics, suggest
 
 SECTIONS = ("task", "model", "train")
 KEY_PATTERN = re.compile(r"^(task|model|train)\.[a-z_][a-z0-9_]*$")
@@ -37,9 +36,7 @@ class Strict(BaseModel):
             allowed = sorted(cls.model_fields)
             for key in data:
                 if key not in cls.model_fields:
-                    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise ValueError(f"unknown key {key!r}{hint}; allowed keys: {', '.join(allowed)}")
+                    raise ValueError(f"unknown key {key!r}{suggest.hint(key, allowed)}; allowed keys: {', '.join(allowed)}")
         return data
 
 
