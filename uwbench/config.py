@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from uwbench import suggest
 
-SECTIONS = ("task", "model", "train")
+SECTIONS = ("task", "model", "train")  # the sections of a run config: the one list every module asks
+KEY_PATTERN = re.compile(rf"^({'|'.join(SECTIONS)})\.[a-z_][a-z0-9_]*$")  # a config path: section.key
 
 
 class ConfigError(ValueError):

@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from pydantic import field_validator, model_validator
 
 from uwbench import metrics, suggest
+from uwbench.config import KEY_PATTERN, SECTIONS
 
-SECTIONS = ("task", "model", "train")
-KEY_PATTERN = re.compile(r"^(task|model|train)\.[a-z_][a-z0-9_]*$")
 ID_PATTERN = r"^[a-z0-9][a-z0-9_]*$"
 REQUIRED_PROFILES = ("cpu", "smoke")
 BASE_PROFILE = "paper"  # the file as written; other profiles are overlays on it
