@@ -122,6 +122,7 @@ def test_two_machines_on_one_journal_file_share_the_study(plugin_env, tmp_path):
     assert not [t for t in optuna_trials(storage) if t.state == TrialState.RUNNING]
 
 
+@pytest.mark.slow  # two sweeps, one killed mid-trial; `make test` keeps test_sweeps.py's two-worker sweep and resume
 def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env, tmp_path):  # noqa: F811
     from uwbench.spec import load_plan
 
@@ -344,6 +345,7 @@ def test_gpu_ids_follow_the_fake_count_or_the_users_visible_devices(monkeypatch)
         gpu_ids()
 
 
+@pytest.mark.slow  # a two-worker sweep; the GPU assignment itself is tested without one (worker_devices)
 def test_each_worker_process_sees_its_own_gpu(sweep_env, tmp_path):
     """Two workers on a machine that claims two GPUs: each trial ran with CUDA_VISIBLE_DEVICES set to its
     worker's GPU (recorded on the run), the two workers on different GPUs."""

@@ -309,6 +309,7 @@ def test_multi_objective_smoke_sweep_optuna(sweep_env, tmp_path):
     _check_pareto_sweep(uri, "optuna", str(tmp_path / "reports"))
 
 
+@pytest.mark.slow  # a Ray sweep; `make test` keeps the Optuna one and the Ray quickstart
 def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
     from test_sweeps import sweep
 
