@@ -2,7 +2,7 @@
 
 ``sweep(plan, backend, ...)`` does, for any backend:
 
-1. takes this machine's study lock (``common.study_lock``: one sweep of a study and profile per machine;
+1. takes this machine's study lock (``locks.study_lock``: one sweep of a study and profile per machine;
    it guards per-machine things only: this machine's workers and its interrupted runs);
 2. creates (or finds) the MLflow experiment and one parent run per cell (``common.setup_tracking``);
 3. opens the engine, lets it recover what *this machine* left unfinished, and reads what is recorded;
@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 
 from uwbench import env
 from uwbench.spec import Plan
-from uwbench.sweeps import common
+from uwbench.sweeps import common, display, locks
 from uwbench.sweeps.backends import BACKENDS
 from uwbench.sweeps.planning import CHECKPOINT_DIR_ENV, Context, Options, complete, finished_cells, planned_total
 
@@ -59,7 +59,7 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
     if not options.system_metrics:  # read by the trainer in every worker and Ray trial, like the folder above
         os.environ[env.SYSTEM_METRICS_ENV] = "0"
     engine = BACKENDS.get(backend)(plan, options)
-    with common.study_lock(plan) as lock_path:
+    with locks.study_lock(plan) as lock_path:
         uri, experiment_id, cell_runs = common.setup_tracking(plan, uri, experiment, backend)
         ctx = Context(plan=plan, backend=backend, uri=uri, experiment_id=experiment_id, cell_runs=cell_runs,
                       lock_path=lock_path)
@@ -74,15 +74,15 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
             out(f"  MLflow {uri} (experiment {experiment or plan.id!r}); {where}")
             if complete(plan, records):
                 out("nothing to do: every planned run is recorded")
-                out(common.summary(plan, records))
+                out(display.summary(plan, records))
                 return 0
             common.mark_running(cell_runs, uri)
-            bar = common.Progress(planned, plan.id, enabled=progress, initial=len(records))
+            bar = display.Progress(planned, plan.id, enabled=progress, initial=len(records))
 
             def tick() -> bool:
                 recs, running = engine.records()
                 c = _counts(recs)
-                bar.update(c["finished"], c["pruned"], c["failed"], running, common.describe_best(plan, recs),
+                bar.update(c["finished"], c["pruned"], c["failed"], running, display.describe_best(plan, recs),
                            total=planned_total(plan, recs))
                 return complete(plan, recs)
 
@@ -104,11 +104,11 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
         finally:
             engine.close()
         common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records))
-        for line in common.failures(records):
+        for line in display.failures(records):
             out(line)
         for cell in plan.cells:
             rows = [r for r in records if r.cell == cell.id]
             if plan.mode == "tuned" and common.best_record(rows, plan.objective.direction) is None:
                 out(f"cell {cell.id}: no search trial finished, so no final runs (see the failed runs' `error` tag)")
-        out(common.summary(plan, records))
+        out(display.summary(plan, records))
         return 0

@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from uwbench import axes
-from uwbench.sweeps import common, planning, space
+from uwbench.sweeps import common, locks, planning, space
 from uwbench.sweeps.backends.optuna_heartbeat import Heartbeat
 from uwbench.sweeps.storage import is_journal
 from uwbench.sweeps.backends.optuna_studies import (DUPLICATE, Settings, Studies, legacy_index, open_storage,
@@ -221,7 +221,7 @@ def worker_main(s: Settings, stop, index: int) -> None:
 
     common.worker_setup()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    lock = common.hold_worker_lock(s.ctx.lock_path)
+    lock = locks.hold_worker_lock(s.ctx.lock_path)
     parent = multiprocessing.parent_process()
     alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
     runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
