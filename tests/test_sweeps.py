@@ -342,7 +342,8 @@ def test_sweep_into_a_real_mlflow_server(sweep_env, tmp_path, mlflow_server):
 
 def test_a_second_sweep_of_the_same_study_is_refused(tracking_uri):
     from uwbench.spec import load_plan
-    from uwbench.sweeps.common import SweepError, study_lock
+    from uwbench.sweeps.common import SweepError
+    from uwbench.sweeps.locks import study_lock
 
     plan = load_plan(QUICKSTART, "smoke")
     with study_lock(plan):
