@@ -35,8 +35,8 @@ LOADS_PLUGINS = {"uwbench.registry"}
 # Layers, lowest first: a module may import its own layer or a lower one, never a higher one.
 # (Modules not listed sit in the layer of their package.)
 LAYERS = [
-    {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.registry", "uwbench.theory", "uwbench.native",
-     "uwbench.writing", "uwbench.tasks", "uwbench.models", "uwbench.axes", "uwbench.metrics", "uwbench.selection",
+    {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.registry", "uwbench.theory",
+     "uwbench.native", "uwbench.writing", "uwbench.tasks", "uwbench.models", "uwbench.axes", "uwbench.metrics", "uwbench.selection",
      "uwbench.analysis"},
     {"uwbench.spec", "uwbench.training", "uwbench.tracking"},
     {"uwbench.sweeps", "uwbench.bench", "uwbench.report"},

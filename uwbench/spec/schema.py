@@ -35,7 +35,8 @@ class Strict(BaseModel):
             allowed = sorted(cls.model_fields)
             for key in data:
                 if key not in cls.model_fields:
-                    raise ValueError(f"unknown key {key!r}{suggest.hint(key, allowed)}; allowed keys: {', '.join(allowed)}")
+                    hint = suggest.hint(key, allowed)
+                    raise ValueError(f"unknown key {key!r}{hint}; allowed keys: {', '.join(allowed)}")
         return data
 
 

@@ -37,8 +37,8 @@ OBJECT_STORE_BYTES = 256 * 1024**2
 DEFAULT_GPU_FRACTION = 0.25  # trials per GPU = 4 when the cluster has GPUs and no --gpus-per-trial is given
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # forwarded to trial processes on clusters started elsewhere (`ray start`): plugins, data, run and checkpoint folders
-FORWARD_ENV = ("UWBENCH_PLUGINS", "UWBENCH_RUNS_DIR", "UWBENCH_DATA", planning.CHECKPOINT_DIR_ENV, env.SYSTEM_METRICS_ENV,
-               "PYTHONPATH",
+FORWARD_ENV = ("UWBENCH_PLUGINS", "UWBENCH_RUNS_DIR", "UWBENCH_DATA", planning.CHECKPOINT_DIR_ENV,
+               env.SYSTEM_METRICS_ENV, "PYTHONPATH",
                "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK", "RAY_CHDIR_TO_TRIAL_DIR")
 
 
