@@ -122,6 +122,7 @@ def test_two_machines_on_one_journal_file_share_the_study(plugin_env, tmp_path):
     assert not [t for t in optuna_trials(storage) if t.state == TrialState.RUNNING]
 
 
+@pytest.mark.slow  # two sweeps, one killed mid-trial; `make test` keeps test_sweeps.py's two-worker sweep and resume
 def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env, tmp_path):  # noqa: F811
     from uwbench.spec import load_plan
 
@@ -317,7 +318,7 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
 
 def test_worker_devices_spread_workers_over_the_gpus():
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import worker_devices
+    from uwbench.sweeps.planning import worker_devices
 
     assert worker_devices(3, []) == [None, None, None]  # no GPU: the study's device as it is
     assert worker_devices(5, ["0", "1"]) == ["0", "1", "0", "1", "0"]  # i mod G
@@ -332,7 +333,7 @@ def test_worker_devices_spread_workers_over_the_gpus():
 
 def test_gpu_ids_follow_the_fake_count_or_the_users_visible_devices(monkeypatch):
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import GPU_COUNT_ENV, gpu_ids
+    from uwbench.sweeps.planning import GPU_COUNT_ENV, gpu_ids
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.delenv(GPU_COUNT_ENV, raising=False)
@@ -344,6 +345,7 @@ def test_gpu_ids_follow_the_fake_count_or_the_users_visible_devices(monkeypatch)
         gpu_ids()
 
 
+@pytest.mark.slow  # a two-worker sweep; the GPU assignment itself is tested without one (worker_devices)
 def test_each_worker_process_sees_its_own_gpu(sweep_env, tmp_path):
     """Two workers on a machine that claims two GPUs: each trial ran with CUDA_VISIBLE_DEVICES set to its
     worker's GPU (recorded on the run), the two workers on different GPUs."""

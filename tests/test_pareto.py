@@ -309,6 +309,7 @@ def test_multi_objective_smoke_sweep_optuna(sweep_env, tmp_path):
     _check_pareto_sweep(uri, "optuna", str(tmp_path / "reports"))
 
 
+@pytest.mark.slow  # a Ray sweep; `make test` keeps the Optuna one and the Ray quickstart
 def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
     from test_sweeps import sweep
 
@@ -320,7 +321,7 @@ def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
 
 
 def test_a_resumed_sweep_reads_the_objective_vector_back_from_mlflow_and_summarises_the_front():
-    from uwbench.sweeps import common
+    from uwbench.sweeps import common, display
 
     plan = load_plan(PARETO_STUDY, "smoke")
     got = common.recorded_values(plan, {"best_eval_accuracy": 0.75, "mean_seconds_per_100": 2.5}, {})
@@ -331,6 +332,6 @@ def test_a_resumed_sweep_reads_the_objective_vector_back_from_mlflow_and_summari
     cell = plan.cells[0].id
     records = [Record(cell=cell, role=r.role, status=r.status, value=r.value, test=r.test, params=r.params,
                       seed=r.seed, number=r.number, values=r.values) for r in _trial_records()]
-    text = common.summary(plan, records)
+    text = display.summary(plan, records)
     assert f"{cell}: Pareto-optimal trials #0 (0.9, 10), #1 (0.8, 5), #4 (0.5, 2)" in text
     assert "eval_accuracy (maximize), seconds_per_100 (minimize)" in text

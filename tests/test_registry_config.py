@@ -150,3 +150,20 @@ def test_shared_writer_settings_apply_where_the_writer_has_them_and_hashes_stay(
     plan = spec.load_plan(os.path.join(root, "studies", "quickstart.yaml"), "cpu")
     with open(os.path.join(root, "reports", "quickstart", "runs.csv"), newline="") as f:
         assert {row["spec_hash"] for row in csv.DictReader(f)} == {plan.spec_hash}
+
+
+def test_one_list_of_config_sections():
+    """`config.SECTIONS` is the list of run-config sections; the study schema, the resolved run and the
+    axes' paths follow it."""
+    from uwbench import axes, config
+    from uwbench.spec import Sections
+    from uwbench.training.config import resolve_run
+
+    assert tuple(Sections.model_fields) == config.SECTIONS
+    resolved = resolve_run({"task": {"name": "copy"}, "model": {"name": "lstm"}})
+    assert tuple(resolved.as_dict()) == config.SECTIONS
+    with pytest.raises(ConfigError, match="allowed: task, model, train"):
+        resolve_run({"task": {"name": "copy"}, "model": {"name": "lstm"}, "trian": {}})
+    with pytest.raises(ValueError, match="section one of task, model, train"):
+        axes.Axis("bad_axis", "optim.lr", float)
+    assert all(config.KEY_PATTERN.match(path) for path in axes.param_paths().values())

@@ -49,7 +49,7 @@ def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracki
     from uwbench.config import flatten
     from uwbench.report import runs, study, tables
     from uwbench.spec import load_plan
-    from uwbench.sweeps import common
+    from uwbench.sweeps import common, display
     from uwbench.tracking.mlflow import Run, client
     from uwbench.training.config import resolve_run
 
@@ -72,7 +72,7 @@ def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracki
     records = _records(cell.id, with_eval=False)
 
     # the sweep's printed summary
-    text = common.summary(plan, records)
+    text = display.summary(plan, records)
     row = next(line for line in text.splitlines() if line.startswith(cell.id))
     assert "lr=0.001" in row and "51.00 +- 1.41 (n=2)" in row, text
     assert "0.0001" not in row

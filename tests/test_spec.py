@@ -292,14 +292,14 @@ def test_search_space_compiles_to_optuna_distributions():
 
 
 def test_cell_seeds_give_chosen_cells_their_own_seeds(tmp_path):
-    from uwbench.sweeps import driver
+    from uwbench.sweeps import planning
 
     text = edit(BASE, "  cpu: {train: {steps: 8}}", '  cpu: {cell_seeds: {"dnc-uniform-*": [0, 1, 2, 3]}}')
     cpu = expand(load(write(tmp_path, text)), "cpu")
     assert cpu.seeds_of("dnc-uniform-copy") == [0, 1, 2, 3] and cpu.seeds_of("lstm-T6") == [0, 1]
     assert cpu.n_runs() == 4 * 2 + 2 * 4  # four cells on the study's 2 seeds, two on their own 4
-    assert [j.seed for j in driver.final_jobs(cpu, "dnc-uniform-reverse", [])] == [0, 1, 2, 3]
-    assert [j.seed for j in driver.final_jobs(cpu, "dnc-regular-copy", [])] == [0, 1]
+    assert [j.seed for j in planning.final_jobs(cpu, "dnc-uniform-reverse", [])] == [0, 1, 2, 3]
+    assert [j.seed for j in planning.final_jobs(cpu, "dnc-regular-copy", [])] == [0, 1]
     assert cpu.all_seeds() == [0, 1, 2, 3]
     plain = expand(load(write(tmp_path, edit(text, '{"dnc-uniform-*": [0, 1, 2, 3]}', "{}"))), "cpu")
     assert cpu.spec_hash != plain.spec_hash  # more seeds are more runs: a new sweep

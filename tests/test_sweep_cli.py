@@ -55,6 +55,7 @@ def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, caps
     assert "--cells: 1 of 3 cells (dnc-uniform-D2)" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # two sweeps; `make test` keeps --set's tags and hash, and --cells' report
 def test_report_set_picks_the_set_sweep_and_never_pools_it(tracking_uri, tmp_path, capsys):
     """Two run sets in one experiment, a --set sweep and a plain one: `uwbench report --set` with the
     sweep's values reports the first, plain `uwbench report` the second, never both."""

@@ -249,6 +249,7 @@ def _wait_for(fn, timeout=120, what="condition"):
     pytest.fail(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow  # a multi-process sweep killed twice; `make test` keeps the two-worker sweep and resume
 def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin_env, tmp_path):
     env, uri = plugin_env
     path = study_file(tmp_path, "killme", """
@@ -319,6 +320,7 @@ def mlflow_server(tmp_path):
         stop_process_group(proc.pid, grace_s=3, leader=proc)
 
 
+@pytest.mark.slow  # an `mlflow server` and a multi-process sweep into it
 def test_sweep_into_a_real_mlflow_server(sweep_env, tmp_path, mlflow_server):
     env, _ = sweep_env
     path = study_file(tmp_path, "served", f"""
@@ -340,7 +342,8 @@ def test_sweep_into_a_real_mlflow_server(sweep_env, tmp_path, mlflow_server):
 
 def test_a_second_sweep_of_the_same_study_is_refused(tracking_uri):
     from uwbench.spec import load_plan
-    from uwbench.sweeps.common import SweepError, study_lock
+    from uwbench.sweeps.common import SweepError
+    from uwbench.sweeps.locks import study_lock
 
     plan = load_plan(QUICKSTART, "smoke")
     with study_lock(plan):

@@ -36,6 +36,7 @@ def test_quickstart_smoke_on_a_ray_cluster_at_an_address(sweep_env, ray_head, ca
     assert "nothing to do" in again and len(runs(uri, "quickstart")) == len(df)
 
 
+@pytest.mark.slow  # a sweep against the Ray head; `make test` keeps the quickstart sweep on it
 def test_gpus_asked_of_a_cluster_without_gpus_is_a_clear_error(sweep_env, ray_head):
     address, head_env = ray_head
     env, uri = sweep_env

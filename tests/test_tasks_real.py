@@ -16,6 +16,7 @@ import torch
 from uwbench.errors import DataNotFoundError
 from uwbench.tasks import build_task
 from uwbench.tasks import documents as docs
+from uwbench.tasks import text as texts
 from uwbench.tasks import pixels, sinusoid
 from uwbench.tasks.realdata import DATA_ENV, LazyBatches
 from uwbench.training.loop import train
@@ -280,12 +281,12 @@ def test_imdb_loader(tmp_path):
 
 
 def test_tokenizer_and_vocabulary():
-    assert docs.tokenize("Don't stop, it's CAFÉ!") == ["do", "n't", "stop", ",", "it", "'s", "café", "!"]
-    assert docs.tokenize("Ｆｕｌｌ width 日本語", lowercase=False) == ["Full", "width", "日本語"]
-    vocab = docs.Vocabulary.build([["b", "a", "b", "c"], ["b", "a", "d"]], min_count=2)
-    assert vocab.words == ["<pad>", "<unk>", "b", "a"] and docs.PAD == 0 and docs.OOV == 1
+    assert texts.tokenize("Don't stop, it's CAFÉ!") == ["do", "n't", "stop", ",", "it", "'s", "café", "!"]
+    assert texts.tokenize("Ｆｕｌｌ width 日本語", lowercase=False) == ["Full", "width", "日本語"]
+    vocab = texts.Vocabulary.build([["b", "a", "b", "c"], ["b", "a", "d"]], min_count=2)
+    assert vocab.words == ["<pad>", "<unk>", "b", "a"] and texts.PAD == 0 and texts.OOV == 1
     assert vocab.encode(["a", "zzz", "b"]).tolist() == [3, 1, 2]
-    assert docs.Vocabulary.build([["x", "y", "y", "z"]], max_size=1).words == ["<pad>", "<unk>", "y"]
+    assert texts.Vocabulary.build([["x", "y", "y", "z"]], max_size=1).words == ["<pad>", "<unk>", "y"]
     intern = docs.TokenInterner()  # the task's memory-lean path gives the same vocabulary and ids
     train_ids = [intern(["b", "a", "b", "c"]), intern(["b", "a", "d"])]
     test_ids = intern(["d", "a", "new"])
@@ -306,18 +307,18 @@ def write_glove(path, words, dim, extra=()):
 def test_glove_loader(tmp_path):
     path = str(tmp_path / "glove.tiny.4d.txt")
     write_glove(path, ["The", "the", "café", "cat"], 4, extra=[". . . 1 2 3 4"])
-    words, vectors = docs.load_glove(path)
+    words, vectors = texts.load_glove(path)
     assert words == ["The", "the", "café", "cat"] and vectors.shape == (4, 4) and vectors.dtype == np.float32
-    words, vectors = docs.load_glove(path, words=["the", "café", "dog", "."], lowercase=True)
+    words, vectors = texts.load_glove(path, words=["the", "café", "dog", "."], lowercase=True)
     assert words == ["the", "café"]  # "The" comes first and wins the lower-cased "the"
-    all_words, all_vectors = docs.load_glove(path)
+    all_words, all_vectors = texts.load_glove(path)
     assert np.array_equal(vectors[0], all_vectors[0])
-    vocab = docs.Vocabulary(["the", "dog"])
-    table, coverage = docs.glove_embedding(vocab, path, lowercase=True, seed=0)
-    assert table.shape == (4, 4) and coverage == 0.5 and not table[docs.PAD].any()
+    vocab = texts.Vocabulary(["the", "dog"])
+    table, coverage = texts.glove_embedding(vocab, path, lowercase=True, seed=0)
+    assert table.shape == (4, 4) and coverage == 0.5 and not table[texts.PAD].any()
     assert np.array_equal(table[2], all_vectors[0])
     with pytest.raises(DataNotFoundError, match="does not exist"):
-        docs.load_glove(str(tmp_path / "nope.txt"))
+        texts.load_glove(str(tmp_path / "nope.txt"))
 
 
 def test_memory_size_suggestion_keeps_10_to_20_percent():

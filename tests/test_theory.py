@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uwbench import theory as th
+from uwbench import writer_bounds as wb
 from uwbench.commands import theory as cmd
 
 FAST = settings(max_examples=60, deadline=None)
@@ -366,7 +367,7 @@ def test_expected_random_bound_equals_enumeration(n, p, lam, D):
 
 def test_schedule_table_t50_d4():
     f = lambda x: th.f_lambda(x, 0.9)  # noqa: E731
-    table = th.schedule_table(50, 4, 0.9, cache_size=5)
+    table = wb.schedule_table(50, 4, 0.9, cache_size=5)
     assert [r.writer for r in table.rows] == ["regular", "uniform", "cached_uniform", "random"]
     assert table.n_steps == 51 and table.optimum == pytest.approx(th.g_lambda(51, 4, 0.9))
     uw = table.row("uniform")
@@ -387,9 +388,9 @@ def test_schedule_table_t50_d4():
     assert table.paper_optimum == pytest.approx(th.g_lambda(50, 4, 0.9))
     assert table.paper_optimum == pytest.approx(0.6513215599)
     assert table.paper_optimum != pytest.approx(table.optimum)
-    assert "cached_uniform" not in [r.writer for r in th.schedule_table(50, 4, 0.9).rows]
+    assert "cached_uniform" not in [r.writer for r in wb.schedule_table(50, 4, 0.9).rows]
     with pytest.raises(ValueError, match=r"`memory_size >= 1` must hold, got 0"):
-        th.schedule_table(50, 0, 0.9)
+        wb.schedule_table(50, 0, 0.9)
 
 
 @FAST
@@ -398,7 +399,7 @@ def test_schedule_table_t50_d4():
 def test_no_writer_beats_the_optimum(T, data, lam, cache, rule):
     # each writer's memory keeps at most D writes, so Theorem 3 bounds it (and g grows with D)
     D = data.draw(st.integers(1, T))
-    table = th.schedule_table(T, D, lam, cache, rule=rule)
+    table = wb.schedule_table(T, D, lam, cache, rule=rule)
     for r in table.rows:
         if lam <= 1:
             assert r.bound <= table.optimum * (1 + 1e-9)

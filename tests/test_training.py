@@ -134,6 +134,7 @@ def test_cuda_request_without_gpu_is_a_clear_error():
         train(cfg, progress=False)
 
 
+@pytest.mark.slow  # several training processes racing to create one store
 def test_runs_started_together_on_a_fresh_store_all_get_recorded(tmp_path):
     """Three processes open a store that does not exist yet at the same moment: none may crash on the
     schema creation race (MLflow's migrations, docs/design.md §13.1); all three runs are recorded."""

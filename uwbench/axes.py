@@ -18,8 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from uwbench.config import KEY_PATTERN, SECTIONS
+
 NONE = "none"  # the tag value of an axis that does not apply (e.g. the writer of the LSTM baseline)
 DEFAULT_ID_RANK = 9  # grid axes without a rank come after the named ones in a cell id
+SEED_PARAM = "seed"  # the seed axis; faithful grids enumerate seeds as a parameter of a job, so each (point,
+#                       seed) is one trial, and every consumer strips it from the searched params by this name
 
 
 def _present(values: Mapping[str, Any], name: str) -> bool:
@@ -55,9 +59,9 @@ class Axis:
             raise ValueError(f"axis name must be lower_case, got {self.name!r}")
         if self.path is None and self.derive is None:
             raise ValueError(f"axis {self.name!r} needs a config `path` or a `derive` function")
-        if self.path is not None and not re.match(r"^(task|model|train)\.[a-z_][a-z0-9_]*$", self.path):
-            raise ValueError(f"axis {self.name!r}: path must be section.key with section task, model or "
-                             f"train, got {self.path!r}")
+        if self.path is not None and not KEY_PATTERN.match(self.path):
+            raise ValueError(f"axis {self.name!r}: path must be section.key with section one of "
+                             f"{', '.join(SECTIONS)}, got {self.path!r}")
         if self.type not in (int, float, str):
             raise ValueError(f"axis {self.name!r}: type must be int, float or str, got {self.type!r}")
 
@@ -108,7 +112,7 @@ _BUILTIN = (
          description="(D+1)/T, paper Section 2.2"),
     Axis("lr", "train.lr", float, cell=False, description="learning rate"),
     Axis("clip", "train.clip", float, cell=False, description="gradient clipping threshold"),
-    Axis("seed", "train.seed", int, cell=False, description="the run's seed"),
+    Axis(SEED_PARAM, "train.seed", int, cell=False, description="the run's seed"),
 )
 
 _AXES: Dict[str, Axis] = {a.name: a for a in _BUILTIN}
@@ -145,10 +149,6 @@ def registered(axis: Axis) -> Iterator[Axis]:
         yield axis
     finally:
         unregister(axis.name)
-
-
-def all_axes() -> Tuple[Axis, ...]:
-    return tuple(_AXES.values())
 
 
 def names() -> Tuple[str, ...]:

@@ -16,13 +16,16 @@ that names its owner.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-SECTIONS = ("task", "model", "train")
+from uwbench import suggest
+
+SECTIONS = ("task", "model", "train")  # the sections of a run config: the one list every module asks
+KEY_PATTERN = re.compile(rf"^({'|'.join(SECTIONS)})\.[a-z_][a-z0-9_]*$")  # a config path: section.key
 
 
 class ConfigError(ValueError):
@@ -182,8 +185,7 @@ def _unknown_key(cls: type, key: str, where: str, allowed: Set[str], values: Map
             chosen = part.chosen(cls, values)
             return (f"{where}: {key} is a setting of {kind} {' / '.join(map(repr, owners))}, not of {kind} "
                     f"{chosen!r} (the chosen {part.name_field}); choose {part.name_field} {owners[0]} or drop {key}")
-    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    hint = suggest.hint(key, allowed, suggest.SENTENCE)
     return f"unknown key {key!r} in {where}.{hint} Allowed keys: {', '.join(sorted(allowed))}"
 
 

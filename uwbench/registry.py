@@ -7,10 +7,10 @@ with the list of known names and a "did you mean" suggestion.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+from uwbench import suggest
 from uwbench.config import ConfigError, build
 
 
@@ -71,8 +71,7 @@ class Registry:
 
     def unknown_message(self, name: str) -> str:
         known = self.names()
-        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = suggest.hint(name, known, suggest.SENTENCE)
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind}s: {', '.join(known)}"
 
     def names(self) -> List[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from uwbench import metrics
-from uwbench.sweeps.space import SEED_PARAM
+from uwbench.axes import SEED_PARAM
 
 
 def _finite(v) -> bool:

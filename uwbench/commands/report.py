@@ -27,9 +27,22 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    """Write the reports; a figure or HTML page rebuilt the same (by ``uwbench.report.compare``'s rule:
+    text byte for byte, figures by pixels within a tolerance) keeps its old bytes, so rebuilding unchanged
+    runs on another machine leaves the committed reports untouched."""
+    from uwbench.report import compare
     from uwbench.spec.plugins import import_plugins
 
     import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
+
+    with compare.unchanged_kept(args.out) as kept:
+        code = _write(args)
+    if kept:
+        print(f"{len(kept)} figure(s) or page(s) drawn the same within the figure tolerance: kept their bytes")
+    return code
+
+
+def _write(args) -> int:
     import glob
     import os
 

@@ -6,7 +6,7 @@ HELP = "run or resume a study (studies/*.yaml) with Optuna (embedded) or Ray Tun
 
 
 def add_arguments(p) -> None:
-    from uwbench.sweeps.driver import Options
+    from uwbench.sweeps.planning import Options
 
     d = Options()
     p.add_argument("study", metavar="STUDY.yaml", help="the study file, e.g. studies/quickstart.yaml")
@@ -61,7 +61,8 @@ def overrides(assignments) -> dict:
 def _sweep(args) -> int:
     from uwbench.spec import load_plan
     from uwbench.sweeps.common import SweepError
-    from uwbench.sweeps.driver import Options, sweep
+    from uwbench.sweeps.driver import sweep
+    from uwbench.sweeps.planning import Options
 
     plan = load_plan(args.study, args.profile, overrides=overrides(args.assignments), cells=args.cells)
     if plan.skipped_cells:

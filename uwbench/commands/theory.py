@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_bound(args) -> int:
-    from uwbench.theory import schedule_table
+    from uwbench.writer_bounds import schedule_table
 
     table = schedule_table(args.seq_len, args.memory_size, args.lam, _cache_size(args),
                            rule=args.rule, C=args.C, write_prob=args.write_prob)
@@ -226,7 +226,7 @@ def _run_contributions(args) -> int:
 
     from uwbench import analysis
     from uwbench.tasks import build_task
-    from uwbench.theory import schedule_table
+    from uwbench.writer_bounds import schedule_table
 
     task = build_task(args.task, {"seq_len": args.seq_len})
     if args.batch_size < 1:

@@ -18,11 +18,12 @@ per cell. The file format is documented in ``studies/README.md``; in short::
 Modules: ``schema`` (the pydantic models: every one forbids unknown keys, and errors name the file, the
 key path and the allowed values), ``load`` (YAML), ``errors``, ``plugins`` (``$UWBENCH_PLUGINS``),
 ``plan`` (``Cell``, ``Plan``), ``expand`` (cells for one profile, checked against the registered
-components; a study whose task or model is not registered yet is valid but *waits*) and ``hash``.
-``uwbench validate`` is ``uwbench.commands.validate``.
+components; a study whose task or model is not registered yet is valid but *waits*), ``hash`` and
+``check`` (a file and all its profiles, what ``uwbench validate`` prints).
 """
 from __future__ import annotations
 
+from uwbench.spec.check import Check, check
 from uwbench.spec.errors import SpecError, format_validation_error
 from uwbench.spec.expand import expand, load_plan
 from uwbench.spec.hash import plan_hash
@@ -34,14 +35,7 @@ from uwbench.spec.schema import (BASE_PROFILE, ID_PATTERN, KEY_PATTERN, REQUIRED
                                  Pruning, Scalar, Sections, Strict, StudySpec)
 
 
-def check(path: str):
-    """Validate a study file and every one of its profiles: ``uwbench.commands.validate.check``."""
-    from uwbench.commands.validate import check as check_file
-
-    return check_file(path)
-
-
 __all__ = ["BASE_PROFILE", "ID_PATTERN", "KEY_PATTERN", "PLUGINS_ENV", "REQUIRED_PROFILES", "SECTIONS", "Budget",
-           "Cell", "ChoiceParam", "FloatParam", "Group", "IntParam", "Objective", "Paper", "Param", "Plan",
+           "Cell", "Check", "ChoiceParam", "FloatParam", "Group", "IntParam", "Objective", "Paper", "Param", "Plan",
            "Profile", "Pruning", "Scalar", "Sections", "SpecError", "Strict", "StudySpec", "check", "expand",
            "format_validation_error", "import_plugins", "load", "load_plan", "parse", "plan_hash", "read_yaml"]

@@ -11,14 +11,13 @@ has it); the group's settings are strict. Components not registered yet make the
 from __future__ import annotations
 
 import copy
-import difflib
 import fnmatch
 import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from uwbench import axes
+from uwbench import axes, suggest
 from uwbench.config import ConfigError
 from uwbench.spec.errors import SpecError
 from uwbench.spec.hash import plan_hash
@@ -263,8 +262,7 @@ class _Section:
             return ""  # a component not registered yet: its keys are not known
         section = self.__dict__["_uw_section"]
         valid = sorted(fields | ({"name"} if section != "train" else set()))
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-        hint = f" (did you mean {{{section}.{close[0]}}}?)" if close else ""
+        hint = suggest.hint(name, valid, f" (did you mean {{{{{section}.{{}}}}}}?)")
         raise _UnknownPlaceholder(f"placeholder {{{section}.{name}}} is not a {section} setting{hint}; valid: "
                                   + ", ".join(f"{section}.{k}" for k in valid))
 
@@ -330,8 +328,7 @@ def _check_lenient(ctx: _Context, cells: Sequence[Cell], fail: Fail) -> None:
         else:
             registry = TASKS if section == "task" else MODELS
             known = sorted({f for c in cells for f in (_fields_of(registry, getattr(c, section)) or ())})
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = suggest.hint(key, known)
         where = f"--set {section}.{key}" if origin == "--set" else f"{origin}.{section}.{key}"
         raise fail(f"{where}: no cell's {section} has the key {key!r}{hint}; allowed: {', '.join(known)}")
 
@@ -351,8 +348,7 @@ def _with_paper_values(spec: StudySpec, profile: str, cells: List[Cell], all_ids
     paper_values = spec.paper.values if spec.paper else {}
     for cid in paper_values if profile == BASE_PROFILE else ():  # profiles may rename cells (smaller grids)
         if cid not in all_ids:
-            close = difflib.get_close_matches(cid, sorted(all_ids), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = suggest.hint(cid, all_ids)
             raise fail(f"paper.values.{cid}: no such cell{hint}; cells: {', '.join(sorted(all_ids))}")
     stands_for = _paper_cells(spec, profile, cells, all_ids, fail)
     return [Cell(**{**c.__dict__, "paper": paper_values.get(stands_for.get(c.id, c.id)),
@@ -435,8 +431,7 @@ def _check_search(search, cells, train_fields, fail: Fail) -> None:
             if fields is None:
                 continue
             if name not in fields:
-                close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.5)
-                hint = f" (did you mean {section}.{close[0]}?)" if close else ""
+                hint = suggest.hint(name, fields, f" (did you mean {section}.{{}}?)")
                 raise fail(f"search.{key}: {section} {comp!r} of cell {cell.id} has no key {name!r}{hint}; "
                            f"allowed: {', '.join(sorted(fields))}")
             if cell.task in TASKS and cell.model in MODELS:

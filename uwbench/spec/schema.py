@@ -6,7 +6,6 @@ registered components.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Annotated, Any, Dict, List, Literal, Mapping, Optional, Union
@@ -14,10 +13,9 @@ from typing import Annotated, Any, Dict, List, Literal, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic import field_validator, model_validator
 
-from uwbench import metrics
+from uwbench import metrics, suggest
+from uwbench.config import KEY_PATTERN, SECTIONS
 
-SECTIONS = ("task", "model", "train")
-KEY_PATTERN = re.compile(r"^(task|model|train)\.[a-z_][a-z0-9_]*$")
 ID_PATTERN = r"^[a-z0-9][a-z0-9_]*$"
 REQUIRED_PROFILES = ("cpu", "smoke")
 BASE_PROFILE = "paper"  # the file as written; other profiles are overlays on it
@@ -37,8 +35,7 @@ class Strict(BaseModel):
             allowed = sorted(cls.model_fields)
             for key in data:
                 if key not in cls.model_fields:
-                    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    hint = suggest.hint(key, allowed)
                     raise ValueError(f"unknown key {key!r}{hint}; allowed keys: {', '.join(allowed)}")
         return data
 

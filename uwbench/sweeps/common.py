@@ -1,5 +1,6 @@
 """What both sweep backends share: one trial's run (config, MLflow child run, tags, training, outcome),
-the MLflow layout, the per-study lock, the progress display and the end-of-sweep summary.
+the MLflow layout and the cells' parent runs, and the records a cell's summary is computed from. The
+per-study lock is in ``locks.py``, the progress line and the end-of-sweep summary in ``display.py``.
 
 MLflow layout (``studies/README.md`` documents it; the report relies on it):
 
@@ -12,18 +13,15 @@ MLflow layout (``studies/README.md`` documents it; the report relies on it):
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-import socket
 import statistics
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from uwbench import axes, env, metrics, selection
+from uwbench import axes, metrics, selection
 from uwbench.spec import Cell, Plan
 from uwbench.sweeps import space
 
@@ -81,12 +79,12 @@ class Job:
     def run_name(self) -> str:
         if self.role == "trial":
             return f"{self.cell.id}/trial{self.trial_number}"
-        grid = {k: v for k, v in self.params.items() if k != space.SEED_PARAM}
+        grid = {k: v for k, v in self.params.items() if k != axes.SEED_PARAM}
         suffix = "".join(f"-{k.split('.', 1)[1]}{v}" for k, v in grid.items()) if self.mode == "faithful" else ""
         return f"{self.cell.id}/seed{self.seed}{suffix}"
 
     def config(self) -> Dict[str, Dict[str, Any]]:
-        cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != space.SEED_PARAM})
+        cfg = space.apply(self.cell.config, {k: v for k, v in self.params.items() if k != axes.SEED_PARAM})
         cfg.setdefault("train", {})["seed"] = int(self.seed)
         cfg["train"].setdefault("threads", 1)  # one intra-op thread per trial (docs/design.md §7.2)
         if self.device:
@@ -100,7 +98,7 @@ def job_key(cell_id: str, role: str, params: Mapping[str, Any], seed: int, trial
     if role == "trial":
         ident["trial"] = trial_number
     else:
-        ident["params"] = {k: v for k, v in sorted(params.items()) if k != space.SEED_PARAM}
+        ident["params"] = {k: v for k, v in sorted(params.items()) if k != axes.SEED_PARAM}
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -132,7 +130,7 @@ def child_tags(job: Job, resolved: Mapping[str, Mapping[str, Any]]) -> Dict[str,
         "backend": job.backend,
         "mode": job.mode,
         "job_key": job.key,
-        "search_params": json.dumps({k: v for k, v in job.params.items() if k != space.SEED_PARAM},
+        "search_params": json.dumps({k: v for k, v in job.params.items() if k != axes.SEED_PARAM},
                                     sort_keys=True),
     })
     tags.update(job.extra_tags)
@@ -418,166 +416,3 @@ def setup_tracking(plan: Plan, uri: Optional[str], experiment: Optional[str], ba
     uri = resolve_uri(uri)
     experiment_id = ensure_experiment(experiment or plan.id, uri)
     return uri, experiment_id, ensure_cell_runs(plan, experiment_id, uri, backend)
-
-
-# ---------------------------------------------------------------------------------------------
-# One sweep of a study at a time
-# ---------------------------------------------------------------------------------------------
-
-
-def locks_dir() -> str:
-    from uwbench.env import runs_dir
-
-    path = os.path.join(runs_dir(), "locks")
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
-@contextlib.contextmanager
-def study_lock(plan: Plan):
-    """Hold the study's lock for the whole sweep: a second ``uwbench sweep`` of the same study and
-    profile on this machine fails at once, and stale RUNNING trials can safely be treated as
-    interrupted. Worker processes hold a shared lock on a second file, so a new sweep also waits for
-    orphaned workers of a killed one."""
-    import fcntl
-
-    path = os.path.join(locks_dir(), f"{plan.id}.{plan.profile}.lock")
-    fh = open(path, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        owner = fh.read().strip() or "unknown"
-        fh.close()
-        raise SweepError(f"another `uwbench sweep` of study {plan.id!r} (profile {plan.profile}) is running "
-                         f"({owner}); wait for it to end, or stop it (lock file {path})") from None
-    wfh = open(path + ".workers", "a+")
-    try:
-        fcntl.flock(wfh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(wfh, fcntl.LOCK_UN)
-    except OSError:
-        wfh.close()
-        fh.close()
-        raise SweepError(f"workers of an earlier sweep of {plan.id!r} (profile {plan.profile}) are still running "
-                         "(its parent was killed); they stop at their next evaluation; try again shortly") from None
-    wfh.close()
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-    fh.flush()
-    try:
-        yield path
-    finally:
-        fh.close()
-
-
-def hold_worker_lock(lock_path: str):
-    """In a worker: a shared lock that tells a later sweep this worker is still alive."""
-    import fcntl
-
-    fh = open(lock_path + ".workers", "a+")
-    fcntl.flock(fh, fcntl.LOCK_SH)
-    return fh
-
-
-# ---------------------------------------------------------------------------------------------
-# Progress and summary
-# ---------------------------------------------------------------------------------------------
-
-
-class Progress:
-    """A live line: runs done / total, then done, pruned, failed, running, the best so far, ETA."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True, initial: int = 0):
-        self.enabled = enabled
-        self.total = total
-        self.seen = initial
-        self.bar = None
-        if enabled:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="run", dynamic_ncols=True,
-                            file=sys.stderr, mininterval=env.progress_interval(), smoothing=0.1)
-
-    def update(self, done: int, pruned: int, failed: int, running: int, best: Optional[str] = None,
-               total: Optional[int] = None) -> None:
-        ended = done + pruned + failed
-        if self.bar is None:
-            return
-        if total is not None and total != self.bar.total:
-            self.bar.total = total
-        text = f"done {done} pruned {pruned} failed {failed} running {running}"
-        if best:
-            text += f" | best {best}"
-        self.bar.set_postfix_str(text, refresh=False)
-        if ended > self.seen:
-            self.bar.update(ended - self.seen)  # redraws, with the ETA from the pace so far
-            self.seen = ended
-        elif sys.stderr.isatty():  # the running count and the clock; in a log, only when a run ends
-            self.bar.refresh()
-
-    def write(self, line: str) -> None:
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        else:
-            print(line, file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def describe_best(plan: Plan, records: Iterable[Record]) -> Optional[str]:
-    """The best objective value so far and its cell, for the progress line."""
-    best = selection.best_so_far(records, plan.objective.direction)
-    if best is None:
-        return None
-    return f"{plan.objective.metric} {best.value:.4f} ({best.cell})"
-
-
-def summary(plan: Plan, records: List[Record]) -> str:
-    """A plain-text table: per cell, the runs, the chosen params, the test mean +- std, the paper."""
-    measure = plan.objective.as_metric.measure
-    test = f"test {measure.name}"
-    head = "best params" if plan.mode == "tuned" else "best grid point (by eval)"
-    lines = [f"{'cell':<36} {'done/pruned/failed':>18}  {head:<30} {test + ' mean+-std (n)':>26}  paper"]
-    for cell in plan.cells:
-        rows = [r for r in records if r.cell == cell.id]
-        counts = f"{sum(r.status == 'finished' for r in rows)}/{sum(r.status == 'pruned' for r in rows)}/" \
-                 f"{sum(r.status == 'failed' for r in rows)}"
-        params, finals = cell_result(plan, rows)
-        shown = ", ".join(f"{k.split('.', 1)[-1]}={_fmt(v)}" for k, v in (params or {}).items()) or "-"
-        finals = [v * measure.scale for v in finals]
-        if finals:
-            std = statistics.stdev(finals) if len(finals) > 1 else 0.0
-            result = f"{statistics.fmean(finals):.2f} +- {std:.2f} (n={len(finals)})"
-        else:
-            result = "-"
-        paper = f"{cell.paper:g}" if cell.paper is not None else "-"
-        lines.append(f"{cell.id:<36} {counts:>18}  {shown:<30} {result:>26}  {paper}")
-    if measure.unit == "%":
-        lines.append(f"({test} in percent, as the paper reports it)")
-    if plan.multi_objective:
-        lines.append(f"(several objectives: {', '.join(f'{o.metric} ({o.direction})' for o in plan.objectives)}; "
-                     "best params = the Pareto-optimal trial best in the first; the Pareto front over the cells is "
-                     "in `uwbench report`)")
-        for cell in plan.cells:
-            front = selection.pareto_trials([r for r in records if r.cell == cell.id], plan.directions)
-            if front:
-                lines.append(f"  {cell.id}: Pareto-optimal trials " + ", ".join(
-                    f"#{r.number} ({', '.join(_fmt(v) for v in r.values)})" for r in front))
-    return "\n".join(lines)
-
-
-def failures(records: List[Record], limit: int = 3) -> List[str]:
-    """The first few distinct errors of failed runs (one line each), for the end of a sweep."""
-    seen: Dict[str, str] = {}
-    for r in records:
-        if r.status == "failed" and r.error:
-            first = r.error.strip().splitlines()[0][:300]
-            seen.setdefault(first, f"{r.cell} ({r.role} {r.number})")
-    return [f"failed: {where}: {err}" for err, where in list(seen.items())[:limit]]
-
-
-def _fmt(v: Any) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)

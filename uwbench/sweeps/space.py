@@ -14,9 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping
 
+from uwbench.axes import SEED_PARAM
 from uwbench.spec import ChoiceParam, FloatParam, IntParam
-
-SEED_PARAM = "seed"  # faithful grids enumerate seeds as a parameter, so each (point, seed) is one trial
 
 
 def to_distribution(param):

@@ -45,8 +45,7 @@ class Task:
     name: str = "task"
     input_size: int
     output_size: int
-    metric: str = "accuracy"  # the headline metric; "higher is better" unless it is a loss
-    metric_mode: str = "max"
+    metric: str = "accuracy"  # the headline metric: a measure of ``uwbench.metrics`` (its direction lives there)
 
     def __init__(self, config):
         self.config = config
@@ -106,7 +105,6 @@ class RegressionTask(Task):
     """Real-valued targets; loss and metric are the mean squared error over decoder steps."""
 
     metric = "mse"
-    metric_mode = "min"
 
     def loss(self, outputs: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.mse_loss(outputs, batch.targets)

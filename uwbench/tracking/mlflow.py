@@ -356,14 +356,6 @@ def get_run(run_id: str, uri: Optional[str] = None) -> Optional[Dict[str, Any]]:
     return run_record(run)
 
 
-def end_run(run_id: str, status: str, tags: Optional[Mapping[str, Any]] = None, uri: Optional[str] = None) -> None:
-    """Set tags on a run and mark it ended (FINISHED, FAILED or KILLED), from any process."""
-    c = MlflowClient(tracking_uri=resolve_uri(uri))
-    if tags:
-        c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-    c.set_terminated(run_id, status=status)
-
-
 def delete_run(run_id: str, uri: Optional[str] = None) -> None:
     """Soft-delete a run (hidden from searches; ``mlflow gc`` removes it for good)."""
     c = MlflowClient(tracking_uri=resolve_uri(uri))

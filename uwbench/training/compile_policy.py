@@ -31,22 +31,20 @@ the run exceeds what the compilation costs, from two figures measured on a 2-cor
     compile  = COMPILE_SECONDS (a cold compile of one model's steps; Inductor's on-disk cache under
                runs/ makes later ones cheaper, which this leaves as a margin)
 
-A compiled DNC or NTM step saves about 1 ms of a forward + backward against the eager step (copy
-T = 50, batch 64: 256 ms eager against 151 ms compiled per 102-step iteration), and this hardly
-depends on the model's sizes: the eager step's cost is its ~840 operator calls. The paper's copy run
-(10,000 updates x 102 steps) therefore compiles, and so does a 2,000-update one; the quickstart's
-CPU profile (1,000 updates x 18 steps) and the test suite's tiny runs stay eager, since their
-compilation would cost more than it saves. Models without a step function (``compile_steps``) stay
-eager under ``auto``, and so does the LSTM baseline, whose compiled step gains too little and too
-unsteadily to count on (8% faster with the machine to itself, 5% slower under load;
-``compiled_step_saving = 0``); ``true`` on a model without a step function is an error.
+Each model states its saving per step (``compiled_step_saving``; the DNC's and NTM's hardly depend on
+their sizes, since the eager step's cost is its operator calls). The measurements behind both figures,
+and the runs they decide, are in benchmarks/README.md, "Fast by default": the paper's copy run compiles,
+while the quickstart's CPU profile and the test suite's tiny runs stay eager, since their compilation
+would cost more than it saves. Models without a step function (``compile_steps``) stay eager under
+``auto``, and so does the LSTM baseline, whose compiled step gains too little and too unsteadily to
+count on (``compiled_step_saving = 0``); ``true`` on a model without a step function is an error.
 """
 from __future__ import annotations
 
 import warnings
 from typing import Optional, Tuple, Union
 
-COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step on the measuring machine (30-60 s)
+COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step (benchmarks/README.md, "Fast by default")
 
 def estimated_saving(updates: int, steps_per_sequence: int, saving_per_step: float) -> float:
     """Seconds the compiled step saves over ``updates`` updates of ``steps_per_sequence`` steps each."""

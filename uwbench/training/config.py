@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Literal, Mapping, Optional, Union
 
-from uwbench.config import ConfigError, as_dict, build
+from uwbench.config import SECTIONS, ConfigError, as_dict, build
 from uwbench.registry import MODELS, TASKS
 
 
@@ -78,9 +78,9 @@ class ResolvedRun:
 
 
 def resolve_run(raw: Mapping[str, Mapping[str, Any]]) -> ResolvedRun:
-    unknown = set(raw) - {"task", "model", "train"}
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
-        raise ConfigError(f"unknown run section(s) {sorted(unknown)}; allowed: task, model, train")
+        raise ConfigError(f"unknown run section(s) {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
     task = dict(raw.get("task") or {})
     model = dict(raw.get("model") or {})
     if "name" not in task:

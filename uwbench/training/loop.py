@@ -3,10 +3,10 @@
 Follows the authors' protocol (docs/reference.md §8): Adam (or RMSprop) on fresh random batches, per-tensor
 L2 gradient clipping, evaluation every ``eval_every`` updates on ``eval_batches`` fresh batches, the
 best-evaluated weights kept, and a final test of those weights on the task's fixed seeded test set.
-Timing: training seconds per 100 updates *without* evaluation, evaluation separately. The first update is
-timed on its own (``first_update_seconds``: lazy initialisation and, with a compiled step, the compilation;
-with CUDA graphs, the capture)
-and left out of the per-100 figures, which measure the steady state.
+Timing (``timing.py``): training seconds per 100 updates *without* evaluation, evaluation separately. The
+first update is timed on its own (``first_update_seconds``: lazy initialisation and, with a compiled step,
+the compilation; with CUDA graphs, the capture) and left out of the per-100 figures, which measure the
+steady state. What is recorded in MLflow: ``record.py``.
 
 Checkpoints and resume (``checkpoint.py``): with an MLflow run, the loop state is saved at every
 ``checkpoint_every``-th evaluation, and a run whose checkpoint exists continues from it under the same
@@ -21,8 +21,8 @@ checkpoints) is outside every other timing.
 Threads: ``threads=None`` means one intra-op thread on CPU. A MANN step is hundreds of tiny kernels, so
 more threads do not speed it up (benchmarks/README.md), and on a machine whose cores are busy with
 other work, torch's default of one thread per core makes every parallel region wait for a descheduled
-thread: single DNC updates measured 1.1-5.9 s instead of 70-85 ms that way. The thread count is
-restored after the run.
+thread, many times slower (measured in benchmarks/README.md, "Trainer overhead", item 1). The thread
+count is restored after the run.
 
 A non-finite loss stops the run, marks it failed with the step it happened at, and keeps what was
 recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it. A pruned or
@@ -39,10 +39,9 @@ from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import torch
 
-from uwbench import env
-from uwbench.config import flatten
+from uwbench import env, metrics
 from uwbench.models.cuda_graph import GraphedTraining
-from uwbench.registry import MODELS, TASKS
+from uwbench.training import record, timing
 from uwbench.training.checkpoint import Checkpoint, capture_rng, restore_rng
 from uwbench.training.config import ResolvedRun, resolve_run
 
@@ -195,10 +194,6 @@ def evaluate(model, task, batches, device) -> float:
     return float(total) / float(count)
 
 
-def _better(a: float, b: Optional[float], mode: str) -> bool:
-    return b is None or (a > b if mode == "max" else a < b)
-
-
 def train(
     config: Mapping,
     run=None,
@@ -229,7 +224,7 @@ def train(
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _train(resolved, device, run, report, progress, progress_desc, ckpt, saved)
+        return _Trainer(resolved, device, run, report, ckpt, saved).train(progress, progress_desc)
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -271,200 +266,161 @@ def _restore(saved: Dict, model, optimizer, generators, result: RunResult) -> _C
     return counters
 
 
-def _train(resolved: ResolvedRun, device: torch.device, run, report, progress, progress_desc,
-           ckpt: Optional[Checkpoint], saved: Optional[Dict]) -> RunResult:
-    tc = resolved.train
-    torch.manual_seed(tc.seed)
-    task, model = build_components(resolved, device)
-    path, path_reason = choose_path(model, resolved.model_name, tc, task)
-    forward = GraphedTraining(model) if path == "cuda_graph" else model  # the training forward's callable
-    optimizer = OPTIMIZERS[tc.optimizer](model.parameters(), lr=tc.lr)
-    train_gen = torch.Generator().manual_seed(tc.seed)
-    eval_gen = torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)
-    generators = {"train": train_gen, "eval": eval_gen}
-    result = RunResult(status="failed", metric=task.metric, num_parameters=model.num_parameters(),
-                       threads=torch.get_num_threads(), path=path, path_reason=path_reason)
-    result.history = {"step": [], "train_loss": [], f"eval_{task.metric}": [], "seconds_per_100": []}
-    counters = _Counters()
-    best_state = None
-    start, done = 0, False
-    if saved is not None:
-        counters = _restore(saved, model, optimizer, generators, result)
-        best_state, start, done = saved["best_state"], saved["step"], saved["done"]
+class _Trainer:
+    """One run of the loop: built from the resolved config (or restored from a checkpoint), then
+    ``run()``: the updates, an evaluation every ``eval_every`` (``_evaluation``), the test at the end
+    (``_conclude``). Timing is ``timing.UpdateTimer``'s, recording ``record``'s."""
 
-    if run is not None:
-        result.run_id = run.run_id
-        run.skip_logged_metrics()  # a resumed run never logs a (metric, step) point twice
-        if saved is None:
-            cfg_dict = resolved.as_dict()
-            run.log_params(flatten(cfg_dict))
-            run.log_dict(cfg_dict, "config.json")
-        else:  # points logged before the kill but missing from MLflow: from the checkpoint's curve
-            run.delete_tags(["error"])  # the interruption's; the run goes on
-            h = result.history
-            for i, s in enumerate(h["step"]):
-                run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
-        run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
-                      "torch_threads": result.threads, "resumes": counters.resumes,
-                      "compiled": path == "compiled", "path": path,
-                      **({"path_reason": path_reason[:1000]} if path_reason else {})})
-        run.log_provenance("provenance" if saved is None else f"provenance/resume-{counters.resumes}")
+    def __init__(self, resolved: ResolvedRun, device: torch.device, run, report, ckpt: Optional[Checkpoint],
+                 saved: Optional[Dict]):
+        self.resolved, self.tc, self.device = resolved, resolved.train, device
+        self.run, self.report, self.ckpt, self.saved = run, report, ckpt, saved
+        tc = self.tc
+        torch.manual_seed(tc.seed)
+        self.task, self.model = build_components(resolved, device)
+        path, path_reason = choose_path(self.model, resolved.model_name, tc, self.task)
+        self.forward = GraphedTraining(self.model) if path == "cuda_graph" else self.model  # the training forward
+        self.optimizer = OPTIMIZERS[tc.optimizer](self.model.parameters(), lr=tc.lr)
+        self.generators = {"train": torch.Generator().manual_seed(tc.seed),
+                           "eval": torch.Generator().manual_seed(tc.seed + EVAL_SEED_OFFSET)}
+        self.measure = metrics.measure(self.task.metric)  # which evaluation is better
+        self.keys = record.MetricKeys(self.task.metric)
+        self.result = RunResult(status="failed", metric=self.task.metric, num_parameters=self.model.num_parameters(),
+                                threads=torch.get_num_threads(), path=path,
+                                path_reason=path_reason)
+        self.result.history = {"step": [], "train_loss": [], self.keys.eval: [], "seconds_per_100": []}
+        self.counters = _Counters()
+        self.best_state = None
+        self.start, self.done = 0, False
+        if saved is not None:
+            self.counters = _restore(saved, self.model, self.optimizer, self.generators, self.result)
+            self.best_state, self.start, self.done = saved["best_state"], saved["step"], saved["done"]
+        self.bar = None
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    def train(self, progress: bool, progress_desc: Optional[str]) -> RunResult:
+        run, result, ckpt = self.run, self.result, self.ckpt
+        if run is not None:
+            record.open_run(run, self.resolved, result, self.saved, self.counters.resumes, self.device)
+        if progress:
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=tc.steps, initial=start,
-                   desc=progress_desc or f"{resolved.model_name}/{resolved.task_name}",
-                   unit="upd", dynamic_ncols=True, leave=True,
-                   mininterval=env.progress_interval())
-    loss_sum = torch.zeros((), device=device)
-    window_steps = 0  # updates in the current evaluation window (for the mean loss)
-    window_timed = 0  # of those, the ones in window_time (all but a warm-up update)
-    window_time = 0.0
-    warmup_seconds = 0.0  # the last warm-up update's time
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    try:
+            self.bar = tqdm(total=self.tc.steps, initial=self.start,
+                            desc=progress_desc or f"{self.resolved.model_name}/{self.resolved.task_name}",
+                            unit="upd", dynamic_ncols=True, leave=True, mininterval=env.progress_interval())
+        try:
+            self._updates()
+        except Pruned:
+            result.status = "pruned"
+            record.finish(run, result, "KILLED")
+            if ckpt is not None:
+                ckpt.discard()
+            raise
+        except Diverged as exc:
+            result.error = f"diverged: {exc}. Try a lower lr (now {self.tc.lr}) or a tighter clip (now {self.tc.clip})."
+            record.finish(run, result, "FAILED")
+            if ckpt is not None:
+                ckpt.discard()
+            return result
+        except BaseException as exc:  # interrupted or crashed: the checkpoint stays, to resume from
+            result.error = f"{type(exc).__name__}: {exc}"
+            record.finish(run, result, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED")
+            raise
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        return self._conclude()
+
+    def _updates(self) -> None:
+        tc, task, model, device = self.tc, self.task, self.model, self.device
+        train_gen = self.generators["train"]
+        loss_sum = torch.zeros((), device=device)
+        window_steps = 0  # updates in the current evaluation window (for the mean loss)
+        timer = timing.UpdateTimer(self.start + 1, torch.cuda.synchronize if device.type == "cuda" else (lambda: None))
         model.train()
-        for step in range(start + 1, (start if done else tc.steps) + 1):
-            t0, c0 = time.perf_counter(), time.process_time()
+        for step in range(self.start + 1, (self.start if self.done else tc.steps) + 1):
+            timer.start()
             batch = task.sample(tc.batch_size, train_gen).to(device)
-            m0 = time.process_time()
-            out = forward(batch.inputs, batch.decoder_inputs, batch.lengths)
+            timer.model_start()
+            out = self.forward(batch.inputs, batch.decoder_inputs, batch.lengths)
             loss = task.loss(out, batch)
             if device.type == "cpu" and not torch.isfinite(loss):
                 raise Diverged(f"loss became {float(loss.detach())} at update {step}")
-            optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            m1 = time.process_time()
+            timer.model_end()
             clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
-            optimizer.step()
+            self.optimizer.step()
             loss_sum += loss.detach()
-            # Drop this update's graph now: held until the next forward, its ~1,000 nodes per step cost about
-            # 5% of a DNC update (measured by `uwbench bench`, benchmarks/README.md).
+            # Drop this update's graph now: held until the next forward, it costs a share of every update
+            # (benchmarks/README.md, "Trainer overhead", item 3).
             del out, loss
             window_steps += 1
             evaluating = step % tc.eval_every == 0 or step == tc.steps
-            if step == start + 1:
-                # warm-up (lazy init, compilation; again after a resume): timed on its own, not in the
-                # per-100 figures
-                sync()
-                warmup_seconds = time.perf_counter() - t0
-                if start == 0:
-                    result.first_update_seconds = warmup_seconds
-                else:
-                    counters.resume_warmup_seconds += warmup_seconds
-            else:
-                if evaluating:
-                    sync()  # the only host sync: once per evaluation window
-                window_time += time.perf_counter() - t0
-                counters.timed_cpu += time.process_time() - c0
-                counters.timed_model_cpu += m1 - m0
-                window_timed += 1
+            timer.stop(step, evaluating, self.result, self.counters)
             if evaluating:
                 mean_loss = float(loss_sum) / window_steps
                 if not math.isfinite(mean_loss):
                     raise Diverged(f"loss became {mean_loss} by update {step}")
-                e0 = time.perf_counter()
-                batches = task.eval_batches(tc.eval_batches, tc.batch_size, eval_gen)
-                value = evaluate(model, task, batches, device)
-                result.eval_seconds += time.perf_counter() - e0
-                if window_timed:
-                    sec100 = window_time / window_timed * 100.0
-                else:  # a window holding only a warm-up update
-                    sec100 = warmup_seconds * 100.0
-                result.train_seconds += window_time
-                counters.timed_steps += window_timed
-                result.steps_done = step
-                h = result.history
-                h["step"].append(step)
-                h["train_loss"].append(mean_loss)
-                h[f"eval_{task.metric}"].append(value)
-                h["seconds_per_100"].append(sec100)
-                if run is not None:
-                    run.log_metrics({"train_loss": mean_loss, f"eval_{task.metric}": value,
-                                     "seconds_per_100": sec100}, step)
-                if _better(value, result.best_eval, task.metric_mode):
-                    result.best_eval, result.best_step = value, step
-                    best_state = copy.deepcopy(model.state_dict())
-                    counters.evals_since_best = 0
-                else:
-                    counters.evals_since_best += 1
-                if bar is not None:
-                    bar.set_postfix(loss=f"{mean_loss:.3f}", **{task.metric[:3]: f"{value:.3f}"})
                 loss_sum.zero_()
-                window_steps, window_timed, window_time = 0, 0, 0.0
-                done = step == tc.steps or bool(tc.early_stop_evals
-                                                and counters.evals_since_best >= tc.early_stop_evals)
-                if ckpt is not None and ckpt.due(len(h["step"]), done):
-                    k0 = time.perf_counter()
-                    ckpt.save(_snapshot(step, done, model, optimizer, generators, result, counters, best_state))
-                    counters.checkpoint_seconds += time.perf_counter() - k0
-                if report is not None:
-                    report(step, value)
-                if done:
+                window_steps = 0
+                if self._evaluation(step, mean_loss, timer):
                     break
-            if bar is not None:
-                bar.update(1)
-    except Pruned:
-        result.status = "pruned"
-        _finish(run, result, "KILLED")
-        if ckpt is not None:
-            ckpt.discard()
-        raise
-    except Diverged as exc:
-        result.error = f"diverged: {exc}. Try a lower lr (now {tc.lr}) or a tighter clip (now {tc.clip})."
-        _finish(run, result, "FAILED")
-        if ckpt is not None:
-            ckpt.discard()
+            if self.bar is not None:
+                self.bar.update(1)
+
+    def _evaluation(self, step: int, mean_loss: float, timer: timing.UpdateTimer) -> bool:
+        """Evaluate, record the curve point, keep the best weights, checkpoint when due, report for
+        pruning; returns whether the run is done (its last update, or early stopping)."""
+        tc, result, counters = self.tc, self.result, self.counters
+        e0 = time.perf_counter()
+        batches = self.task.eval_batches(tc.eval_batches, tc.batch_size, self.generators["eval"])
+        value = evaluate(self.model, self.task, batches, self.device)
+        result.eval_seconds += time.perf_counter() - e0
+        sec100 = timer.close_window(result, counters)
+        result.steps_done = step
+        h = result.history
+        h["step"].append(step)
+        h["train_loss"].append(mean_loss)
+        h[self.keys.eval].append(value)
+        h["seconds_per_100"].append(sec100)
+        if self.run is not None:
+            record.log_evaluation(self.run, self.keys, step, mean_loss, value, sec100)
+        if result.best_eval is None or self.measure.better(value, result.best_eval):
+            result.best_eval, result.best_step = value, step
+            self.best_state = copy.deepcopy(self.model.state_dict())
+            counters.evals_since_best = 0
+        else:
+            counters.evals_since_best += 1
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{mean_loss:.3f}", **{self.task.metric[:3]: f"{value:.3f}"})
+        done = step == tc.steps or bool(tc.early_stop_evals and counters.evals_since_best >= tc.early_stop_evals)
+        if self.ckpt is not None and self.ckpt.due(len(h["step"]), done):
+            k0 = time.perf_counter()
+            self.ckpt.save(_snapshot(step, done, self.model, self.optimizer, self.generators, result, counters,
+                                     self.best_state))
+            counters.checkpoint_seconds += time.perf_counter() - k0
+        if self.report is not None:
+            self.report(step, value)
+        return done
+
+    def _conclude(self) -> RunResult:
+        """The run's timings, the test of the best weights, the final record; the checkpoint folder keeps
+        only the best weights."""
+        result, counters = self.result, self.counters
+        timing.finish(result, counters)
+        result.resumes = counters.resumes
+        result.checkpoint_seconds = counters.checkpoint_seconds
+        self.model.load_state_dict(self.best_state)
+        t0 = time.perf_counter()
+        result.test = evaluate(self.model, self.task, self.task.test_batches(), self.device)
+        result.test_seconds = time.perf_counter() - t0
+        result.status = "finished"
+        if self.run is not None:
+            record.log_final(self.run, self.keys, result, counters, self.best_state)
+        record.finish(self.run, result, "FINISHED")
+        if self.ckpt is not None:
+            self.ckpt.finish(self.best_state)
         return result
-    except BaseException as exc:  # interrupted or crashed: the checkpoint stays, to resume from
-        result.error = f"{type(exc).__name__}: {exc}"
-        _finish(run, result, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED")
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-
-    timed_steps = counters.timed_steps
-    if timed_steps:
-        result.seconds_per_100 = result.train_seconds / timed_steps * 100.0
-        result.cpu_seconds_per_100 = counters.timed_cpu / timed_steps * 100.0
-        result.model_cpu_seconds_per_100 = counters.timed_model_cpu / timed_steps * 100.0
-    else:  # a one-update run: only the warm-up update exists
-        result.seconds_per_100 = (result.first_update_seconds or 0.0) * 100.0
-    result.train_seconds += (result.first_update_seconds or 0.0) + counters.resume_warmup_seconds
-    result.resumes = counters.resumes
-    result.checkpoint_seconds = counters.checkpoint_seconds
-    model.load_state_dict(best_state)
-    t0 = time.perf_counter()
-    result.test = evaluate(model, task, task.test_batches(), device)
-    result.test_seconds = time.perf_counter() - t0
-    result.status = "finished"
-    if run is not None:
-        run.log_metrics({f"test_{task.metric}": result.test, "train_seconds": result.train_seconds,
-                         "mean_seconds_per_100": result.seconds_per_100,
-                         "mean_cpu_seconds_per_100": result.cpu_seconds_per_100,
-                         "first_update_seconds": result.first_update_seconds, "eval_seconds": result.eval_seconds,
-                         "test_seconds": result.test_seconds, f"best_eval_{task.metric}": result.best_eval,
-                         "checkpoint_seconds": result.checkpoint_seconds,
-                         "resume_warmup_seconds": counters.resume_warmup_seconds if counters.resumes else None},
-                        result.steps_done)
-        run.log_bytes(lambda p: torch.save(best_state, p), "best.pt", "checkpoint")
-    _finish(run, result, "FINISHED")
-    if ckpt is not None:
-        ckpt.finish(best_state)
-    return result
-
-
-def _finish(run, result: RunResult, status: str) -> None:
-    if run is None:
-        return
-    tags = {"status": result.status}
-    if result.error:
-        tags["error"] = result.error[:5000]
-    run.set_tags(tags)
-    run.end(status)
 
 
 def load_checkpoint(path: str) -> Dict[str, torch.Tensor]:

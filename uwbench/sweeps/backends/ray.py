@@ -31,14 +31,14 @@ from typing import Any, Dict, List, Optional
 
 from uwbench import env
 from uwbench.spec import Plan
-from uwbench.sweeps import common, driver, space
+from uwbench.sweeps import common, planning, space
 
 OBJECT_STORE_BYTES = 256 * 1024**2
 DEFAULT_GPU_FRACTION = 0.25  # trials per GPU = 4 when the cluster has GPUs and no --gpus-per-trial is given
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # forwarded to trial processes on clusters started elsewhere (`ray start`): plugins, data, run and checkpoint folders
-FORWARD_ENV = ("UWBENCH_PLUGINS", "UWBENCH_RUNS_DIR", "UWBENCH_DATA", driver.CHECKPOINT_DIR_ENV, env.SYSTEM_METRICS_ENV,
-               "PYTHONPATH",
+FORWARD_ENV = ("UWBENCH_PLUGINS", "UWBENCH_RUNS_DIR", "UWBENCH_DATA", planning.CHECKPOINT_DIR_ENV,
+               env.SYSTEM_METRICS_ENV, "PYTHONPATH",
                "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK", "RAY_CHDIR_TO_TRIAL_DIR")
 
 
@@ -98,12 +98,12 @@ def _run_in_trial(job: common.Job, plan: Plan) -> None:
 
 def _trainable(config: Dict[str, Any], ctx: Dict[str, Any]) -> None:
     """One trial: ``config`` holds the searched values (or a final job's params) and where it belongs."""
-    context: driver.Context = ctx["context"]
+    context: planning.Context = ctx["context"]
     plan = context.plan
     cell_id, number = config["_cell"], int(config["_trial_number"])
     if config["_kind"] == "search":
         params = {name: config[name] for name in plan.search}
-        job = context.job(cell_id, "trial", params, driver.search_seed(plan, number), number, device=ctx["device"])
+        job = context.job(cell_id, "trial", params, planning.search_seed(plan, number), number, device=ctx["device"])
     else:
         job = context.job(cell_id, "final", config["_params"], config["_seed"], number, config["_extra"],
                           device=ctx["device"])
@@ -145,7 +145,7 @@ def _final_configs(plan: Plan, records: List[common.Record], cell_id: str) -> Li
             if r.cell == cell_id and r.role == "final"}
     return [{"_kind": "final", "_cell": cell_id, "_params": job.params, "_seed": job.seed, "_trial_number": job.index,
              "_extra": job.extra}
-            for job in driver.final_jobs(plan, cell_id, records) if job.key(cell_id) not in done]
+            for job in planning.final_jobs(plan, cell_id, records) if job.key(cell_id) not in done]
 
 
 def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
@@ -173,7 +173,7 @@ def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
                 if self.remaining[cell.id] > 0:
                     self.searchers[cell.id] = _numbered_optuna_search(
                         space=space.distributions(plan.search), **_objectives(plan),
-                        sampler=driver.tpe_sampler(plan, cell.id),
+                        sampler=planning.tpe_sampler(plan, cell.id),
                         study_name=study_name(plan, cell.id, "search") + ".ray", storage=opt_storage)
                 else:
                     self.finals += _final_configs(plan, self.records, cell.id)
@@ -234,7 +234,7 @@ def _per_cell_scheduler(plan: Plan):
     mode = "max" if plan.objective.direction == "maximize" else "min"
 
     def make(cell_id: str):
-        p = driver.pruning_for(plan, cell_id)  # in evaluations: one Tune iteration per evaluation
+        p = planning.pruning_for(plan, cell_id)  # in evaluations: one Tune iteration per evaluation
         if p.type == "asha":
             return ASHAScheduler(time_attr="training_iteration", metric="objective", mode=mode,
                                  max_t=p.n_evals + 1, grace_period=min(p.min_evals, p.n_evals + 1),
@@ -409,7 +409,7 @@ def _progress_callback(engine: "Backend", tick):
 class Backend:
     name = "ray"
 
-    def __init__(self, plan: Plan, options: driver.Options):
+    def __init__(self, plan: Plan, options: planning.Options):
         if options.workers is not None and options.workers < 1:
             raise common.SweepError(f"the ray backend needs `--workers >= 1` (concurrent trials), got "
                                     f"{options.workers}")
@@ -418,7 +418,7 @@ class Backend:
         self.plan, self.options = plan, options
         self.running = 0
         self.retries = 0
-        self.ctx: Optional[driver.Context] = None
+        self.ctx: Optional[planning.Context] = None
         _prepare_env(options.ray_address)
 
     @staticmethod
@@ -427,7 +427,7 @@ class Backend:
 
         print(line, file=sys.stderr, flush=True)
 
-    def open(self, ctx: driver.Context) -> str:
+    def open(self, ctx: planning.Context) -> str:
         self.ctx = ctx
         if self.options.ray_address and ctx.uri.startswith("sqlite:///"):
             self.note(f"note: trials on other machines of the cluster cannot reach {ctx.uri}; give --tracking-uri "

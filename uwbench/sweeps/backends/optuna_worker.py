@@ -1,0 +1,235 @@
+"""The optuna backend's workers (``sweeps/backends/optuna.py``): a ``TrialRunner`` claims WAITING trials
+(round-robin over the cells), keeps each one's heartbeat, runs it through ``common.execute`` and tells
+Optuna the outcome; ``worker_main`` is a spawned worker process's loop. With ``--workers 0`` the sweep
+process itself runs the trials."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from uwbench import axes
+from uwbench.sweeps import common, locks, planning, space
+from uwbench.sweeps.backends.optuna_heartbeat import Heartbeat
+from uwbench.sweeps.storage import is_journal
+from uwbench.sweeps.backends.optuna_studies import (DUPLICATE, Settings, Studies, legacy_index, open_storage,
+                                                    phase_space, phases)
+
+POLL_S = 0.5  # seconds between looks for a WAITING trial
+
+
+class TrialLost(KeyboardInterrupt):
+    """This worker's trial was failed by another process (its heartbeat was judged stale): stop at once
+    and leave the run to the retry (a KeyboardInterrupt, so no one records it as a failed run)."""
+
+
+def say(line: str) -> None:
+    """A line for the person watching (stderr, beside the progress line)."""
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+class TrialRunner:
+    def __init__(self, s: Settings, worker_id: str, index: int = 0, alive=lambda: True, note=None):
+        self.s, self.plan, self.ctx = s, s.ctx.plan, s.ctx
+        storage, retry = open_storage(s, note)
+        self.storage = storage
+        self.studies = Studies(s, storage, retry)
+        self.worker_id = worker_id
+        self.alive = alive
+        self.note = note
+        self.journal = is_journal(s.storage)
+        self.extra_tags: Dict[str, Any] = {}
+        if s.devices[index] is not None:  # the GPU(s) this worker was given
+            self.extra_tags["cuda_visible_devices"] = s.devices[index]
+
+    def claim(self) -> Optional[Tuple[str, str, int, Heartbeat]]:
+        """Pop one WAITING trial of any cell (atomic in the storage) and start its heartbeat, or None."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        for cell_id, phase, t in self.waiting():
+            tid = self.studies.trial_id(cell_id, phase, t.number)
+            try:
+                if not self.storage.set_trial_state_values(tid, state=TrialState.RUNNING):
+                    continue
+            except UpdateFinishedTrialError:
+                continue
+            self.storage.set_trial_user_attr(tid, "worker", self.worker_id)
+            self.storage.set_trial_user_attr(tid, "machine", self.ctx.machine)
+            beat = Heartbeat(self.storage, tid, self.s.heartbeat_interval, self.journal)
+            if self.studies.duplicate(cell_id, phase, t):
+                beat.stop()
+                self.storage.set_trial_user_attr(tid, "status", DUPLICATE)
+                self.storage.set_trial_state_values(tid, state=TrialState.FAIL)
+                continue
+            return cell_id, phase, tid, beat
+        return None
+
+    def waiting(self) -> List[Tuple[str, str, Any]]:
+        """Every WAITING trial, in the order they are run: round-robin over the cells (every cell's first
+        job, then every cell's second, ...), so a study cut off early has every cell with as many seeds as
+        the others, not some cells done and the rest empty. Search trials come before final runs."""
+        from optuna.trial import TrialState
+
+        out = []
+        for pos, cell in enumerate(self.plan.cells):
+            for rank, phase in enumerate(phases(self.plan)):
+                for t in self.studies.trials(cell.id, phase, states=(TrialState.WAITING,)):
+                    out.append(((rank, int(t.user_attrs.get("index", legacy_index(t))), pos, t.number), cell.id, phase, t))
+        return [(cid, phase, t) for _, cid, phase, t in sorted(out, key=lambda e: e[0])]
+
+    def run_one(self) -> bool:
+        claimed = self.claim()
+        if claimed is None:
+            return False
+        cell_id, phase, tid, beat = claimed
+        try:
+            self.run_trial(cell_id, phase, tid, beat)
+        finally:
+            beat.stop()
+        return True
+
+    def _pruner(self, cell_id: str, phase: str):
+        import optuna
+
+        p = planning.pruning_for(self.plan, cell_id)
+        if phase != "search" or p.type == "none":
+            return optuna.pruners.NopPruner()
+        if p.type == "median":
+            return optuna.pruners.MedianPruner(n_startup_trials=p.n_startup_trials,
+                                               n_warmup_steps=p.warmup_evals * p.eval_every)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=p.min_evals * p.eval_every,
+                                                      reduction_factor=p.reduction_factor)
+
+    def _sampler(self, cell_id: str, phase: str, index: int):
+        import optuna
+
+        if phase == "search":  # a fresh sampler per trial, seeded by cell and index: reproducible given the history
+            return planning.tpe_sampler(self.plan, cell_id, index)
+        return optuna.samplers.RandomSampler(seed=index)  # final and grid trials have every param fixed
+
+    def _told_from_mlflow(self, study, trial_id: int, run) -> bool:
+        """A retried trial whose run had ended before its worker died: tell what MLflow holds."""
+        from optuna.trial import TrialState
+
+        tag = run["tags"].get("status")
+        plan = self.plan
+        if run["status"] == "FINISHED" and tag == "finished":
+            value = run["metrics"].get(plan.objective.run_metric)
+            if plan.multi_objective:
+                value = common.recorded_values(plan, run["metrics"], run["tags"])
+            if value is None:
+                return False
+            objective = plan.objective.as_metric
+            self.storage.set_trial_user_attr(trial_id, "status", "finished")
+            for attr, key in (("test", objective.at("test").key), ("eval", objective.at("best_eval").key)):
+                if run["metrics"].get(key) is not None:
+                    self.storage.set_trial_user_attr(trial_id, attr, run["metrics"][key])
+            study.tell(self.storage.get_trial(trial_id).number, value)
+            return True
+        if (run["status"] == "FAILED" and tag == "failed") or (run["status"] == "KILLED" and tag == "pruned"):
+            self.storage.set_trial_user_attr(trial_id, "status", tag)
+            if run["tags"].get("error"):
+                self.storage.set_trial_user_attr(trial_id, "error", run["tags"]["error"][:2000])
+            study.tell(self.storage.get_trial(trial_id).number,
+                       state=TrialState.PRUNED if tag == "pruned" else TrialState.FAIL)
+            return True
+        return False
+
+    def run_trial(self, cell_id: str, phase: str, trial_id: int, beat: Heartbeat) -> Optional[common.Outcome]:
+        import optuna
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        from uwbench.tracking.mlflow import get_run
+        from uwbench.training.loop import Pruned
+
+        plan = self.plan
+        study = self.studies.studies[(cell_id, phase)]
+        frozen = self.storage.get_trial(trial_id)
+        index = int(frozen.user_attrs.get("index", legacy_index(frozen)))
+        previous = frozen.user_attrs.get("mlflow_run_id")
+        run = get_run(previous, self.ctx.uri) if previous else None
+        if run is not None and self._told_from_mlflow(study, trial_id, run):
+            return None
+        study.sampler = self._sampler(cell_id, phase, index)
+        study.pruner = self._pruner(cell_id, phase)
+        trial = optuna.Trial(study, trial_id)
+        try:
+            params = space.suggest(trial, phase_space(plan, phase))
+        except Exception as exc:  # e.g. an enqueued value outside a changed space
+            self.storage.set_trial_user_attr(trial_id, "status", "failed")
+            self.storage.set_trial_user_attr(trial_id, "error", f"{type(exc).__name__}: {exc}"[:2000])
+            study.tell(trial, state=TrialState.FAIL)
+            return common.Outcome("failed", error=str(exc))
+        if phase == "search":
+            seed = int(frozen.user_attrs.get("seed", planning.search_seed(plan, index)))
+        else:
+            seed = int(params[axes.SEED_PARAM])
+        extra = {k: frozen.user_attrs[k] for k in ("best_trial",) if k in frozen.user_attrs}
+        if "failed_trial" in frozen.system_attrs:
+            extra["retry_of"] = frozen.system_attrs["failed_trial"]
+        job = self.ctx.job(cell_id, "trial" if phase == "search" else "final", params, seed, index,
+                           {**extra, **self.extra_tags, "optuna_study": study.study_name},
+                           run_id=previous if run is not None else None)
+
+        def report(step: int, value: float) -> None:
+            if not self.alive():
+                raise KeyboardInterrupt("the sweep's parent process is gone")
+            if beat.lost.is_set() or self.storage.get_trial(trial_id).state.is_finished():
+                beat.lost.set()  # the run now belongs to the retry: write nothing more to it
+                raise TrialLost(f"trial {frozen.number} was taken over (its heartbeat was judged stale)")
+            if value == value and not plan.multi_objective:  # skip NaN; Optuna prunes single objectives only
+                trial.report(value, step)
+                if phase == "search" and trial.should_prune():
+                    raise Pruned()
+
+        def remember(run_id: str) -> None:  # a retry re-opens this run
+            self.storage.set_trial_user_attr(trial_id, "mlflow_run_id", run_id)
+
+        try:
+            outcome = common.execute(job, report=report, on_run=remember, detached=beat.lost)
+        except TrialLost as exc:  # another process retries it; this worker takes the next trial
+            if self.note is not None:
+                self.note(str(exc))
+            return None
+        try:
+            self.storage.set_trial_user_attr(trial_id, "status", outcome.status)
+            for attr in ("test", "eval"):
+                if getattr(outcome, attr) is not None:
+                    self.storage.set_trial_user_attr(trial_id, attr, getattr(outcome, attr))
+            if outcome.error:
+                self.storage.set_trial_user_attr(trial_id, "error", outcome.error[:2000])
+            if outcome.status == "finished":
+                study.tell(trial, outcome.values if plan.multi_objective else outcome.value)
+            elif outcome.status == "pruned":
+                study.tell(trial, state=TrialState.PRUNED)
+            else:
+                study.tell(trial, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:  # failed by another process meanwhile: its retry is told from MLflow
+            pass
+        return outcome
+
+
+def worker_main(s: Settings, stop, index: int) -> None:
+    """A spawned worker: claim and run trials until the sweep says stop (or is gone)."""
+    import optuna
+
+    common.worker_setup()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    lock = locks.hold_worker_lock(s.ctx.lock_path)
+    parent = multiprocessing.parent_process()
+    alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
+    runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
+    try:
+        while not stop.is_set() and alive():
+            if not runner.run_one():
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lock.close()
