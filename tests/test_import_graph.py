@@ -22,12 +22,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "uwbench"
 
-# Cycles being removed elsewhere right now (the models' native path, the report's render and search):
-# a cycle whose modules are all listed here is tolerated. Empty this set once those changes are in.
-PENDING = {
-    "uwbench.models.dnc_memory", "uwbench.models.mann", "uwbench.models.native", "uwbench.models.ntm",
-    "uwbench.report.render", "uwbench.report.search",
-}
 
 # Modules that load others by name as plugins (the loaded modules import them back, by design).
 LOADS_PLUGINS = {"uwbench.registry"}
@@ -160,18 +154,9 @@ def test_the_parser_sees_module_and_function_level_imports():
 
 
 def test_no_import_cycles():
-    cycles = [c for c in _cycles(GRAPH) if not set(c) <= PENDING]
+    cycles = _cycles(GRAPH)
     assert not cycles, "import cycles (a module imports, perhaps inside a function, one that imports it back):\n" \
         + "\n".join(" <-> ".join(c) for c in cycles)
-
-
-def test_pending_cycles_are_still_there():
-    """PENDING lists only modules that are still in a cycle: a fixed cycle must leave it (so the set
-    cannot hide a new cycle among those modules for longer than needed)."""
-    in_cycles = {m for c in _cycles(GRAPH) for m in c}
-    stale = sorted(PENDING - in_cycles)
-    if stale:
-        pytest.fail(f"no longer in a cycle, remove from PENDING: {', '.join(stale)}")
 
 
 def test_no_upward_imports():
