@@ -17,7 +17,6 @@ import ast
 import os
 from typing import Dict, List, Set
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "uwbench"

@@ -47,7 +47,7 @@ def _write(args) -> int:
     import os
 
     from uwbench.commands.sweep import overrides
-    from uwbench.report import render, report_from_csv, report_study
+    from uwbench.report import index as index_mod, report_from_csv, report_study
 
     if args.from_csv:
         if args.studies or args.all or args.assignments:
@@ -81,7 +81,7 @@ def _write(args) -> int:
                            profile=args.profile, backend=args.backend, overrides=overrides(args.assignments))
         _print(rep, args.out)
         done += 1
-    index = render.write_index(args.out, args.studies_dir)
+    index = index_mod.write_index(args.out, args.studies_dir)
     print(f"index: {index} ({done} report(s) written)")
     return 0
 

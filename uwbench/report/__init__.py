@@ -31,7 +31,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     ``--set`` values of the sweep to report (``{section: {key: value}}``, part of its spec hash).
     """
     from uwbench import spec as spec_mod
-    from uwbench.report import render, runs as runs_mod, study as study_mod
+    from uwbench.report import index as index_mod, render, runs as runs_mod, study as study_mod
 
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -79,7 +79,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     view = study_mod.load(path, snap.runs, overrides)
     report = render.build_report(view, snap, folder, search_storage=search_storage)
     if index:
-        render.write_index(out, studies_dir or os.path.dirname(path) or ".")
+        index_mod.write_index(out, studies_dir or os.path.dirname(path) or ".")
     return report
 
 
@@ -87,7 +87,7 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
                     log: Callable[[str], None] = print):
     """Rebuild a report from a ``runs.csv`` snapshot (and its sibling curves.csv / traces.csv), no MLflow.
     ``out`` defaults to the folder above the snapshot's (``reports/<id>/runs.csv`` -> ``reports``)."""
-    from uwbench.report import render, runs as runs_mod
+    from uwbench.report import index as index_mod, render, runs as runs_mod
 
     src = os.path.dirname(os.path.abspath(csv_path))
     if os.path.basename(csv_path) != "runs.csv":
@@ -98,7 +98,7 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     report = render.build_report(view, snap, os.path.join(out, view.id))
     log(f"{view.id}: {len(snap.runs)} runs from {csv_path}")
     if index:
-        render.write_index(out, studies_dir)
+        index_mod.write_index(out, studies_dir)
     return report
 
 

@@ -1,0 +1,157 @@
+"""The reports' index, ``reports/README.md``: one row per study (its headline numbers, cells run, status and
+the paper's claims in our runs), then the claims no committed run could test yet and the budget that would
+(``untested_section``)."""
+from __future__ import annotations
+
+import glob
+import os
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from uwbench.report import formats, tables, verdicts
+from uwbench.report.render import headline
+from uwbench.report.runs import Snapshot
+from uwbench.report.study import StudyView, from_runs
+from uwbench.report.study import load as load_study
+
+
+
+
+def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str]]:
+    """One entry per study file, and per report folder without one, from the committed snapshots."""
+    entries = []
+    seen = set()
+    for path in sorted(glob.glob(os.path.join(studies_dir, "*.yaml"))):
+        try:
+            from uwbench import spec as spec_mod
+
+            sid = spec_mod.load(path).id
+            folder = os.path.join(root, sid)
+            snap = Snapshot.from_dir(folder) if os.path.exists(os.path.join(folder, "runs.csv")) else None
+            view = load_study(path, snap.runs if snap is not None else None)
+            budget_profiles = paper_budget_profiles(spec_mod.load(path), path)
+        except Exception as exc:  # noqa: BLE001 - a broken study is listed as such, not fatal here
+            entries.append({"id": os.path.splitext(os.path.basename(path))[0], "title": "", "headline": "",
+                            "cells": "", "status": f"invalid spec ({type(exc).__name__})", "claims": "", "link": ""})
+            continue
+        seen.add(view.id)
+        entries.append({**_entry(view, root, snap), "path": path, "budget_profiles": budget_profiles})
+    for runs_csv in sorted(glob.glob(os.path.join(root, "*", "runs.csv"))):
+        sid = os.path.basename(os.path.dirname(runs_csv))
+        if sid in seen:
+            continue
+        snap = Snapshot.from_dir(os.path.dirname(runs_csv))
+        entries.append(_entry(from_runs(sid, snap.runs), root, snap))
+    return entries
+
+
+def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[str, str]:
+    if snap is None:
+        return {"id": view.id, "title": view.title, "headline": "", "cells": f"0/{len(view.cells)}",
+                "status": tables.NOT_RUN, "claims": "", "link": ""}
+    runs = snap.runs[snap.runs["study"].isin([view.id, ""])]
+    summary = tables.summarize(view, runs)
+    n_run = int((summary["state"] == tables.OK).sum())
+    profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p)})
+    cells = f"{n_run}/{len(summary)}" + (f" ({', '.join(profiles)})" if profiles else "")
+    steps = [int(v) for v in summary["steps"] if tables._isnum(v)]
+    paper = [int(v) for v in summary["paper_steps"] if tables._isnum(v)]
+    return {"id": view.id, "title": view.title, "headline": headline(summary, view.metric),
+            "cells": cells, "status": tables.study_status(summary), "claims": claim_summary(os.path.join(root, view.id)),
+            "link": f"{view.id}/README.md", "untested": untested_claims(os.path.join(root, view.id)),
+            "steps": min(steps) if steps else None, "paper_steps": max(paper) if paper else None}
+
+
+def untested_claims(folder: str) -> List[str]:
+    """The claims a report folder's verdicts.csv calls not testable at its budget."""
+    path = os.path.join(folder, "verdicts.csv")
+    if not os.path.exists(path):
+        return []
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if not len(frame) or "claim_verdict" not in frame.columns:
+        return []
+    texts = {c.id: c.text for c in verdicts.CLAIMS}
+    rows = frame[frame["claim_verdict"] == verdicts.NOT_TESTABLE].drop_duplicates("claim")
+    return [texts.get(c, c) for c in rows["claim"]]
+
+
+def paper_budget_profiles(spec, path: str) -> List[str]:
+    """The profiles whose every cell makes as many updates as the paper's profile gives its cells."""
+    from uwbench import spec as spec_mod
+
+    def steps(plan):
+        return [int(c.config.get("train", {}).get("steps", 0) or 0) for c in plan.cells]
+
+    try:
+        base = spec_mod.expand(spec, spec_mod.BASE_PROFILE, path)
+    except Exception:  # noqa: BLE001 - a study whose paper profile does not expand has no budget to name
+        return []
+    want = max(steps(base), default=0)
+    out = []
+    for name in [spec_mod.BASE_PROFILE, *sorted(spec.profiles)]:
+        try:
+            plan = base if name == spec_mod.BASE_PROFILE else spec_mod.expand(spec, name, path)
+        except Exception:  # noqa: BLE001 - a profile that does not expand runs nothing
+            continue
+        if plan.cells and min(steps(plan)) >= want:
+            out.append(name)
+    return out
+
+
+def untested_section(entries: List[Dict]) -> str:
+    """The index's list of claims that no committed run could test yet, and the budget that would."""
+    lines = []
+    for e in entries:
+        if not e.get("untested"):
+            continue
+        ran = f"its runs made {e['steps']:,} updates" if e.get("steps") else "its runs"
+        paper = f", the paper's {e['paper_steps']:,}" if e.get("paper_steps") else ""
+        names = e.get("budget_profiles") or []
+        how = (" A budget that can test them: the paper's, `uwbench sweep " + e.get("path", "")
+               + " --profile " + " | ".join(names) + "` (its report then says whether each side converged)."
+               if names else "")
+        lines.append(f"- **{e['id']}** ({ran}{paper}): " + "; ".join(e["untested"]) + "." + how)
+    if not lines:
+        return ""
+    return ("## Claims not tested yet\n\nNot testable at the committed budget: a side's learning curve still "
+            "rises over its last quarter, or its training loss has not left the guessing level (each report's "
+            "regime table gives the figures).\n\n" + "\n".join(lines) + "\n")
+
+
+def claim_summary(folder: str) -> str:
+    """The paper's claims checked in a report folder (its verdicts.csv), each with its verdict."""
+    path = os.path.join(folder, "verdicts.csv")
+    if not os.path.exists(path):
+        return ""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if not len(frame) or "claim_verdict" not in frame.columns:
+        return ""
+    texts = {c.id: c.text for c in verdicts.CLAIMS}
+    pairs = frame.drop_duplicates("claim")[["claim", "claim_verdict"]].itertuples(index=False)
+    return "; ".join(f"{texts.get(c, c)}: **{v}**" for c, v in pairs)
+
+
+def write_index(root: str, studies_dir: str = "studies") -> str:
+    entries = index_entries(root, studies_dir)
+    t = formats.Table(title="Studies", columns=["Study", "Title", "Ours vs paper", "Cells run (profile)", "Status",
+                                               "The paper's claims in our runs"],
+                     rows=[[f"[{e['id']}]({e['link']})" if e["link"] else e["id"], e["title"], e["headline"],
+                            e["cells"], e["status"], e["claims"]] for e in entries])
+    text = ("# Reports\n\n<!-- generated by `uwbench report`; do not edit -->\n\n"
+            "One folder per study: tables (ours: mean ± std over final seeds, beside the paper's value), figures, "
+            "`runs.csv` (the MLflow rows used) and `report.html`. Rebuild all with `uwbench report --all`; "
+            "one without MLflow with `uwbench report --from-csv reports/<study>/runs.csv`.\n\n"
+            "Status: **matches** (the paper's value within 2 std of ours), **within tolerance** (within the "
+            "study's tolerance), **off**, **not run**, each only where the runs had the paper's budget; cells "
+            "that made fewer updates are **reduced budget**, never held against the paper's value. A study takes "
+            "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "
+            "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05), **inconclusive** (within "
+            "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
+            "loss has not left the guessing level: each report's regime table says which).\n\n"
+            + formats.to_markdown(t) + "\n" + untested_section(entries))
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, "README.md")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
