@@ -49,6 +49,8 @@ class Axis:
     id_rank: int = DEFAULT_ID_RANK  # position of a grid axis in cell ids (lower first)
     label_rank: Optional[int] = None  # position in a model label's "(D=4, L=2, ...)"; None: never there
     display: Mapping[str, str] = field(default_factory=dict)  # display names of values (ln_lstm -> LN-LSTM)
+    # what a value adds to its model's label (uniform -> DNC+UW), in the order tables list the values
+    suffix: Mapping[str, str] = field(default_factory=dict)
     applies: Optional[Callable[[Mapping[str, Any]], bool]] = None  # default: the value is present
     derive: Optional[Callable[[Mapping[str, Any]], Any]] = None  # a derived axis's value (when it applies)
     tag_digits: Optional[int] = None  # round a float tag to these digits
@@ -100,7 +102,9 @@ _BUILTIN = (
     Axis("controller", "model.controller", str, short="", id_rank=1, label_rank=3,
          display={"ln_lstm": "LN-LSTM", "lstm": "LSTM", "gru": "GRU", "rnn": "RNN"},
          description="the controller of a memory model"),
-    Axis("writer", "model.writer", str, short="", id_rank=0, description="the memory writing strategy"),
+    # a writer not in `suffix` (a plugin) shows as +<name>, after these
+    Axis("writer", "model.writer", str, short="", id_rank=0, description="the memory writing strategy",
+         suffix={"none": "", "regular": "", "random": "+RW", "uniform": "+UW", "cached_uniform": "+CUW"}),
     Axis("seq_len", "task.seq_len", int, short="T", id_rank=5, description="input length T"),
     Axis("memory_size", "model.memory_size", int, short="D", id_rank=6, label_rank=0,
          description="memory slots D"),

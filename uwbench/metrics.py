@@ -30,6 +30,7 @@ class Measure:
     unit: str = ""  # display unit after scaling
     decimals: int = 3  # display decimals after scaling
     title: str = ""  # display name ("accuracy", "MSE")
+    relative: bool = False  # differences read as a share of the value (an MSE), not in its units (accuracy)
 
     @property
     def direction(self) -> str:
@@ -46,7 +47,7 @@ class Measure:
 
 MEASURES: Dict[str, Measure] = {
     "accuracy": Measure("accuracy", True, scale=100.0, unit="%", decimals=1, title="accuracy"),
-    "mse": Measure("mse", False, scale=1.0, unit="", decimals=3, title="MSE"),
+    "mse": Measure("mse", False, scale=1.0, unit="", decimals=3, title="MSE", relative=True),
 }
 
 # Where a value was measured. ``eval``: one evaluation during training (a learning curve); ``best_eval``:

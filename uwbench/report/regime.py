@@ -30,6 +30,8 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
+from uwbench import metrics
+
 CONVERGED, RISING, FALLING, AT_GUESS, UNKNOWN = ("converged", "rising", "falling", "at the guessing level",
                                                  "unknown")
 LAST_PART = 0.25  # the tail of the run whose slope is read
@@ -48,7 +50,8 @@ class Rise:
         return f"{self.limit:.0%} of its level" if self.relative else f"{self.limit:g}{' ' + unit if unit else ''}"
 
 
-RISE = {"accuracy": Rise(1.0, relative=False), "mse": Rise(0.05, relative=True)}
+RISE = {name: Rise(limit, relative=metrics.MEASURES[name].relative)  # how a measure's differences read
+        for name, limit in (("accuracy", 1.0), ("mse", 0.05))}
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,6 @@ from uwbench import axes, metrics, selection
 from uwbench.report.formats import Table, _isnum, fmt
 from uwbench.report.study import StudyView
 
-WRITER_SUFFIX = {"regular": "", "none": "", "uniform": "+UW", "cached_uniform": "+CUW", "random": "+RW"}
-WRITER_ORDER = ("none", "regular", "random", "uniform", "cached_uniform")
 REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduction is reported
 
 # verdicts of one cell against the paper (and of a study: the worst of its cells)
@@ -65,7 +63,7 @@ def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float],
     if paper_steps is not None and (steps is None or steps < paper_steps):
         return REDUCED
     noise = 2.0 * std if _isnum(std) else 0.0
-    if metric == "mse":
+    if metrics.measure(metric).relative:
         floor, limit = 0.05 * abs(paper), tol * abs(paper)
     else:
         floor, limit = 1.0, tol
@@ -214,7 +212,8 @@ def model_label(row, mention: Iterable[str] = ()) -> str:
     ``mention`` that must tell cells apart (memory slots, hidden size, cache size, controller, ...: their
     ``uwbench.axes.label``), where they apply to the row."""
     model = str(row["model"])
-    label = axes.get("model").display.get(model, model.upper()) + WRITER_SUFFIX.get(row["writer"], f"+{row['writer']}")
+    writer = row["writer"]
+    label = axes.get("model").display.get(model, model.upper()) + axes.get("writer").suffix.get(writer, f"+{writer}")
     mention = set(mention)
     extras = [axes.label(name, row[name]) for name in axes.label_axes()
               if name in mention and _isnum_or_str(row.get(name)) and axes.applies(name, row)]
@@ -283,7 +282,8 @@ def _needs(frame: pd.DataFrame, axis: str, keys: Sequence[str]) -> bool:
 
 
 def _writer_rank(w) -> int:
-    return WRITER_ORDER.index(w) if w in WRITER_ORDER else len(WRITER_ORDER)
+    order = list(axes.get("writer").suffix)
+    return order.index(w) if w in order else len(order)
 
 
 def _sort_value(v):
@@ -312,81 +312,96 @@ def paper_tables(summary: pd.DataFrame, study: StudyView) -> List[Table]:
     if len(summary) == 0:
         return []
     info = metric_info(study.metric)
-    dec = info["decimals"]
     by_controller = _needs(summary, "controller", ["model", "writer"])
     blocks = ([(c, g) for c, g in summary.groupby("controller", sort=False)] if by_controller
               else [("", summary)])
-    tables = []
-    for controller, block in blocks:
-        block_axes, memory_in_rows = _block_axes(block)
-        keys = ["model", "writer"] + block_axes + (["memory_size"] if memory_in_rows else [])
-        mention = _needs_in_order(block, keys) | ({"memory_size"} if memory_in_rows else set())
-        task_order = list(dict.fromkeys(block["task"]))  # the spec's (the paper's) task order
-        ordered = sorted(block.to_dict("records"), key=lambda r: (
-            task_order.index(r["task"]), _sort_value(r["seq_len"]), _sort_value(r["memory_size"])))
-        groups = list(dict.fromkeys(column_label(r, block_axes) for r in ordered))
-        if groups == [""]:
-            groups = [f"{cap(info['name'])}" + (f" ({info['unit']})" if info["unit"] else "")]
-        labels: Dict[str, Dict[str, Any]] = {}
-        for _, r in block.iterrows():
-            label = model_label(r, mention)
-            g = column_label(r, block_axes) or groups[0]
+    return [_paper_block(controller, block, info) for controller, block in blocks]
+
+
+def _block_rows(block: pd.DataFrame, block_axes: List[str], mention, groups: List[str]):
+    """(label -> {"rows": {column group -> cell row}, "first": a row}, labels in the table's row order)."""
+    labels: Dict[str, Dict[str, Any]] = {}
+    for _, r in block.iterrows():
+        label = model_label(r, mention)
+        g = column_label(r, block_axes) or groups[0]
+        entry = labels.setdefault(label, {"rows": {}, "first": r})
+        if g in entry["rows"]:  # two cells collide: tell them apart by id
+            label = f"{label} [{r['cell']}]"
             entry = labels.setdefault(label, {"rows": {}, "first": r})
-            if g in entry["rows"]:  # two cells collide: tell them apart by id
-                label = f"{label} [{r['cell']}]"
-                entry = labels.setdefault(label, {"rows": {}, "first": r})
-            entry["rows"][g] = r
-        models = list(dict.fromkeys(block["model"]))  # the spec's model order
-        order = sorted(labels, key=lambda lab: (models.index(labels[lab]["first"]["model"]),
-                                                _writer_rank(labels[lab]["first"]["writer"]),
-                                                _sort_value(labels[lab]["first"]["memory_size"]), lab))
-        has_hidden = any(_isnum(r["hidden_size"]) for _, r in block.iterrows())
-        has_params = any(_isnum(r["num_parameters"]) for _, r in block.iterrows())
-        head = ["Model"] + (["N_h"] if has_hidden else []) + (["# params"] if has_params else [])
-        columns = list(head)
-        csv_columns = list(head)
+        entry["rows"][g] = r
+    models = list(dict.fromkeys(block["model"]))  # the spec's model order
+    order = sorted(labels, key=lambda lab: (models.index(labels[lab]["first"]["model"]),
+                                            _writer_rank(labels[lab]["first"]["writer"]),
+                                            _sort_value(labels[lab]["first"]["memory_size"]), lab))
+    return labels, order
+
+
+def _size_cells(entry, has_hidden: bool, has_params: bool) -> Tuple[List[str], List[Any]]:
+    """A row's N_h and # params (a range when its cells differ), as shown and as CSV."""
+    row, crow = [], []
+    for col, shown, sep in (("hidden_size", has_hidden, "{:d}"), ("num_parameters", has_params, "{:,}")):
+        if not shown:
+            continue
+        vals = sorted({int(r[col]) for r in entry["rows"].values() if _isnum(r[col])})
+        row.append("–".join(sep.format(v) for v in (vals[0], vals[-1])) if len(vals) > 1
+                   else (sep.format(vals[0]) if vals else ""))
+        crow.append(vals[0] if len(vals) == 1 else "")
+    return row, crow
+
+
+def _block_title(block: pd.DataFrame, controller: str, info: Mapping[str, Any]) -> str:
+    unit = f" ({info['unit']})" if info["unit"] else ""
+    title = f"{cap(info['name'])}{unit}"
+    const = [column_label(block.iloc[0], [a]) for a in ("task", "seq_len", "memory_size")
+             if not _varies(block, a) and _isnum_or_str(block.iloc[0][a])]
+    if controller:
+        const.insert(0, f"{axes.display('controller', controller)} controller")
+    const = [c for c in const if c]
+    return title + (": " + ", ".join(const) if const else "")
+
+
+def _paper_block(controller: str, block: pd.DataFrame, info: Mapping[str, Any]) -> Table:
+    dec = info["decimals"]
+    block_axes, memory_in_rows = _block_axes(block)
+    keys = ["model", "writer"] + block_axes + (["memory_size"] if memory_in_rows else [])
+    mention = _needs_in_order(block, keys) | ({"memory_size"} if memory_in_rows else set())
+    task_order = list(dict.fromkeys(block["task"]))  # the spec's (the paper's) task order
+    ordered = sorted(block.to_dict("records"), key=lambda r: (
+        task_order.index(r["task"]), _sort_value(r["seq_len"]), _sort_value(r["memory_size"])))
+    groups = list(dict.fromkeys(column_label(r, block_axes) for r in ordered))
+    if groups == [""]:
+        groups = [f"{cap(info['name'])}" + (f" ({info['unit']})" if info["unit"] else "")]
+    labels, order = _block_rows(block, block_axes, mention, groups)
+    has_hidden = any(_isnum(r["hidden_size"]) for _, r in block.iterrows())
+    has_params = any(_isnum(r["num_parameters"]) for _, r in block.iterrows())
+    head = ["Model"] + (["N_h"] if has_hidden else []) + (["# params"] if has_params else [])
+    columns, csv_columns = list(head), list(head)
+    for g in groups:
+        columns += [g, "paper", "Δ"]
+        csv_columns += [f"{g} mean", f"{g} std", f"{g} n", f"{g} paper", f"{g} diff", f"{g} state"]
+    rows, csv_rows = [], []
+    for lab in order:
+        entry = labels[lab]
+        sizes, csv_sizes = _size_cells(entry, has_hidden, has_params)
+        row, crow = [lab] + sizes, [lab] + csv_sizes
         for g in groups:
-            columns += [g, "paper", "Δ"]
-            csv_columns += [f"{g} mean", f"{g} std", f"{g} n", f"{g} paper", f"{g} diff", f"{g} state"]
-        rows, csv_rows = [], []
-        for lab in order:
-            entry = labels[lab]
-            row, crow = [lab], [lab]
-            for col, shown, sep in (("hidden_size", has_hidden, "{:d}"), ("num_parameters", has_params, "{:,}")):
-                if not shown:
-                    continue
-                vals = sorted({int(r[col]) for r in entry["rows"].values() if _isnum(r[col])})
-                row.append("–".join(sep.format(v) for v in (vals[0], vals[-1])) if len(vals) > 1
-                           else (sep.format(vals[0]) if vals else ""))
-                crow.append(vals[0] if len(vals) == 1 else "")
-            for g in groups:
-                r = entry["rows"].get(g)
-                if r is None:
-                    row += ["", "", ""]
-                    crow += ["", "", "", "", "", ""]
-                    continue
-                row += [ours_text(r, dec), fmt(r["paper"], dec) or "—", fmt(r["diff"], dec, sign=True)]
-                crow += [_round(r["mean"]), _round(r["std"]), int(r["n"]), _round(r["paper"]),
-                         _round(r["diff"]), r["state"]]
-            rows.append(row)
-            csv_rows.append(crow)
-        unit = f" ({info['unit']})" if info["unit"] else ""
-        title = f"{cap(info['name'])}{unit}"
-        const = [column_label(block.iloc[0], [a]) for a in ("task", "seq_len", "memory_size")
-                 if not _varies(block, a) and _isnum_or_str(block.iloc[0][a])]
-        if controller:
-            const.insert(0, f"{axes.display('controller', controller)} controller")
-        const = [c for c in const if c]
-        if const:
-            title += ": " + ", ".join(const)
-        notes = ["ours: mean ± std over the finished final seeds (n = number of seeds); Δ = ours − paper"]
-        if (block["grid_points"].fillna(0) > 1).any():
-            notes.append("cells run on several grid points (e.g. lr × clip) show the point with the best mean "
-                         "evaluation metric; all points are in runs.csv")
-        tables.append(Table(title=title, columns=columns, rows=rows,
-                            groups=[("", len(head))] + [(g, 3) for g in groups],
-                            csv_columns=csv_columns, csv_rows=csv_rows, notes=notes))
-    return tables
+            r = entry["rows"].get(g)
+            if r is None:
+                row += ["", "", ""]
+                crow += ["", "", "", "", "", ""]
+                continue
+            row += [ours_text(r, dec), fmt(r["paper"], dec) or "—", fmt(r["diff"], dec, sign=True)]
+            crow += [_round(r["mean"]), _round(r["std"]), int(r["n"]), _round(r["paper"]),
+                     _round(r["diff"]), r["state"]]
+        rows.append(row)
+        csv_rows.append(crow)
+    notes = ["ours: mean ± std over the finished final seeds (n = number of seeds); Δ = ours − paper"]
+    if (block["grid_points"].fillna(0) > 1).any():
+        notes.append("cells run on several grid points (e.g. lr × clip) show the point with the best mean "
+                     "evaluation metric; all points are in runs.csv")
+    return Table(title=_block_title(block, controller, info), columns=columns, rows=rows,
+                 groups=[("", len(head))] + [(g, 3) for g in groups],
+                 csv_columns=csv_columns, csv_rows=csv_rows, notes=notes)
 
 
 def _block_axes(block: pd.DataFrame) -> Tuple[List[str], bool]:
