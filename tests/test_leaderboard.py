@@ -23,12 +23,14 @@ SUITE = os.path.join(ROOT, "studies", "leaderboard.yaml")
 T, D_LOW, D_HIGH = 6, 1, 2  # the two positions of the fixtures: copy at (D+1)/T = 33% and 50%
 CELL = {"dnc": ("dnc", "regular"), "dnc_uw": ("dnc", "uniform"), "ntm": ("ntm", "regular"),
         "dnc_mine": ("dnc", "mine"), "mymem": ("mymem", "regular")}
+BASELINES = ("dnc", "dnc_uw", "ntm")
 
 
 def run_rows(row: str, task: str, d: int, values, cpu=1.0, profile="smoke", steps=400):
     model, writer = CELL[row]
     cell = f"{row}-{task}-D{d}"
-    return [{"study": "leaderboard", "cell": cell, "role": "final", "status": "finished", "seed": s,
+    study = "leaderboard" if row in BASELINES else f"leaderboard_{row}"  # a new row is a study of its own
+    return [{"study": study, "cell": cell, "role": "final", "status": "finished", "seed": s,
              "run_id": f"{cell}-s{s}", "task": task, "model": model, "writer": writer, "seq_len": T, "memory_size": d,
              "hidden_size": 8, "compression_ratio": (d + 1) / T, "lr": 1e-3, "clip": 10, "steps": steps,
              "profile": profile, "device": "cpu", "test_accuracy": v / 100, "best_eval_accuracy": v / 100,
@@ -140,3 +142,233 @@ def test_a_board_refuses_runs_of_two_profiles():
     with pytest.raises(ValueError, match="mixes the runs of profiles cpu, smoke"):
         board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], profile="cpu"),
                                  flat("dnc_uw", "copy", D_LOW, [80, 81, 79])))
+
+
+def test_the_board_rebuilds_from_its_runs_csv_with_the_same_bytes(tmp_path, capsys):
+    from uwbench import leaderboard as lb
+    from uwbench.cli import main
+
+    snap = snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0), flat("dnc_uw", "copy", D_LOW, [80, 81, 79]),
+                    rising("dnc_mine", "copy", D_HIGH, [90, 91, 89]), flat("dnc_uw", "copy", D_HIGH, [70, 72, 71]))
+    first = tmp_path / "first"
+    _, files = lb.write_board(snap, str(first))
+    assert sorted(os.path.basename(f) for f in files) == sorted(lb.SNAPSHOT_FILES + board_render.FILES)
+    again = tmp_path / "again"
+    again.mkdir()
+    for name in lb.SNAPSHOT_FILES:  # the snapshot alone
+        (again / name).write_bytes((first / name).read_bytes())
+    assert main(["leaderboard", "--rebuild", "--board", str(again)]) == 0
+    assert sorted(os.listdir(again)) == sorted(os.listdir(first))
+    assert [n for n in os.listdir(first) if (first / n).read_bytes() != (again / n).read_bytes()] == []
+    capsys.readouterr()
+    assert main(["leaderboard", "--show", "--board", str(again)]) == 0
+    assert capsys.readouterr().out == (first / "board.md").read_text()
+    assert main(["leaderboard", "--show", "--board", str(tmp_path / "none")]) == 2
+    assert "no board at" in capsys.readouterr().err
+
+
+def test_a_new_row_must_be_made_like_the_baselines():
+    from uwbench import leaderboard as lb
+
+    base = snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], profile="cpu"))
+    mine = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49]))
+    with pytest.raises(ValueError, match="profile smoke and the baselines' cpu"):
+        lb.check_comparable(base, mine, "leaderboard")
+    longer = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu", steps=800))
+    with pytest.raises(ValueError, match="steps 800 and the baselines' 400"):
+        lb.check_comparable(base, longer, "leaderboard")
+    elsewhere = snapshot(flat("dnc_mine", "copy", D_HIGH, [50, 51, 49], profile="cpu"))
+    with pytest.raises(ValueError, match=r"cells the baselines lack \(task, T, D\): \[\('copy', 6, 2\)\]"):
+        lb.check_comparable(base, elsewhere, "leaderboard")
+    lb.check_comparable(base, snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu")), "leaderboard")
+    merged = lb.merge(base, mine)
+    assert sorted(set(merged.runs["cell"])) == ["dnc-copy-D1", "dnc_mine-copy-D1"]
+    assert len(merged.curves) == len(base.curves) + len(mine.curves)
+
+
+def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
+    from uwbench import leaderboard as lb
+    from uwbench.spec import load_plan
+
+    path = lb.writer_study(SUITE, "dnc_every", "dnc", "uniform", {"schedule": "paper"}, str(tmp_path))
+    assert os.path.basename(path) == "leaderboard_dnc_every.yaml"
+    suite, mine = load_plan(SUITE, "cpu"), load_plan(path, "cpu")
+    assert [c.id for c in mine.cells] == [c.id.replace("dnc_uw-", "dnc_every-") for c in suite.cells
+                                          if c.id.startswith("dnc_uw-")]
+    twin = suite.cell("dnc_uw-add-D7").config
+    ours = mine.cell("dnc_every-add-D7").config
+    assert ours["task"] == twin["task"] and ours["train"] == twin["train"]
+    assert ours["model"] == {**twin["model"], "schedule": "paper"}
+    assert mine.seeds == suite.seeds
+    with pytest.raises(ValueError, match="the suite sets .*hidden_size"):
+        lb.writer_study(SUITE, "dnc_big", "dnc", "uniform", {"hidden_size": 64}, str(tmp_path))
+    with pytest.raises(ValueError, match="row name 'dnc_uw' is a baseline row"):
+        lb.writer_study(SUITE, "dnc_uw", "dnc", "uniform", {}, str(tmp_path))
+
+
+# ---- the contract check ----
+
+
+def test_the_contract_check_passes_the_builtin_writers_and_names_what_a_broken_one_breaks():
+    from uwbench.registry import WRITERS
+    from uwbench.writing import contract
+
+    for writer in WRITERS.names():
+        net = contract._build(contract.probe_config("dnc", {"writer": writer}))[1]
+        assert contract.schedule_problems(net.writer) == [], writer
+
+    class Short:
+        def schedule(self, n):
+            return [True] * (n - 1)
+
+    class Floats:
+        def schedule(self, n):
+            return [0.5] * n
+
+    class Coin:
+        calls = 0
+
+        def schedule(self, n):
+            Coin.calls += 1
+            return [Coin.calls % 2 == 0] * n
+
+    class Never:
+        def schedule(self, n):
+            return [False] * n
+
+    assert contract.schedule_problems(Short()) == [
+        "schedule(2) has 1 entries: it must have one per encoder step (2)"]
+    assert "holds 0.5: every entry must be True or False" in contract.schedule_problems(Floats())[0]
+    assert "changed between two calls" in contract.schedule_problems(Coin())[0]
+    assert contract.schedule_problems(Never()) == ["schedule(8) never writes: the memory would stay empty"]
+    assert "no writer 'nope' is registered" in contract.writer_problems("nope")[0]
+    assert "takes no writer" in contract.writer_problems("uniform", "lstm")[0]
+    assert "has no `writer` setting" in contract.model_problems("lstm")[0]
+
+
+# ---- `uwbench leaderboard` end to end, in subprocesses (a plugin registers into that process only) ----
+
+TOY_WRITER = '''
+from typing import List
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+@WRITERS.register("toy_every2", help="test only: write on every second step")
+class ToyEvery2(Writer):
+    def schedule(self, n_steps: int) -> List[bool]:
+        return [t % 2 == 1 for t in range(n_steps)]
+'''
+
+SHORT_SCHEDULE = '''
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+@WRITERS.register("toy_short", help="test only: one entry short")
+class Short(Writer):
+    def schedule(self, n_steps):
+        return [True] * (n_steps - 1)
+'''
+
+BAD_ATTENTION = '''
+import torch
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+class MeanAttention(torch.nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(hidden_size, hidden_size))
+
+    def forward(self, h, cache, r):
+        a = cache.mean(1) @ self.w  # (B, H)
+        return a, a  # alpha should be (B, n)
+
+
+@WRITERS.register("toy_cached", help="test only: an attention with the wrong alpha shape")
+class Cached(Writer):
+    cached = True
+
+    def schedule(self, n_steps):
+        return [t % 2 == 1 for t in range(n_steps)]
+
+    def build_attention(self, hidden_size, read_size):
+        return MeanAttention(hidden_size)
+'''
+
+
+def _leaderboard(tmp_path, uri, *args, timeout=300):
+    env = dict(os.environ, UWBENCH_RUNS_DIR=str(tmp_path / "mlruns"), PYTHONUNBUFFERED="1")
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "UWBENCH_PLUGINS"):
+        env.pop(key, None)
+    cmd = [sys.executable, "-m", "uwbench.cli", "leaderboard", "--suite", SUITE, "--profile", "smoke",
+           "--tracking-uri", uri, "--workers", "0", "--no-progress", "--no-system-metrics", *args]
+    return subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _smoke_baselines(folder) -> None:
+    """A committed board's snapshot at the smoke profile: the DNC and DNC+UW on copy at T=6, D=1, 2 seeds."""
+    from uwbench import leaderboard as lb
+
+    groups = []
+    for row, values, cpu in (("dnc", [20.0, 22.0], 2.0), ("dnc_uw", [30.0, 29.0], 1.0)):
+        runs = run_rows(row, "copy", D_LOW, values, cpu=cpu, steps=4)
+        groups.append((runs, curve_rows(runs, steps=4, every=1)))
+    lb.write_board(snapshot(*groups), str(folder))
+
+
+def test_a_plugin_writer_gets_its_row_and_can_commit_it(tmp_path, tracking_uri):
+    import pandas as pd
+
+    from uwbench.tracking.mlflow import experiment_exists, search_runs
+
+    (tmp_path / "toy_writer.py").write_text(textwrap.dedent(TOY_WRITER))
+    committed, out = tmp_path / "committed", tmp_path / "out"
+    _smoke_baselines(committed)
+    args = ("--plugin", "toy_writer.py", "--writer", "toy_every2", "--board", str(committed), "--out", str(out))
+    done = _leaderboard(tmp_path, tracking_uri, *args, "--commit-row")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "contract: writer 'toy_every2' on model 'dnc' keeps it" in done.stdout
+    board = pd.read_csv(out / "board.csv").set_index("row")
+    assert sorted(board.index) == ["dnc", "dnc_toy_every2", "dnc_uw"]
+    mine = board.loc["dnc_toy_every2"]
+    assert mine["label"] == "DNC+toy_every2" and mine["copy_T6_D1_n"] == 2
+    assert 0 <= mine["copy_T6_D1_mean"] <= 100 and mine["copy_T6_D1_std"] >= 0
+    assert mine["vs_uniform_row"] == "dnc_uw" and mine["vs_regular_row"] == "dnc"
+    # 4 updates cannot converge: the comparisons are made, and called not testable
+    assert mine["vs_uniform_not_testable_at_this_budget"] == 1 and mine["vs_regular_not_testable_at_this_budget"] == 1
+    assert mine["cpu_time_vs_regular"] > 0 and mine["mean_rank"] in (1.0, 2.0, 3.0)
+    assert "DNC+toy_every2" in (out / "board.md").read_text() and (out / "pareto.png").stat().st_size > 0
+    runs = search_runs(["leaderboard_dnc_toy_every2"], uri=tracking_uri)
+    finals = runs[runs["tags.role"] == "final"]
+    assert sorted(finals["tags.cell"]) == ["dnc_toy_every2-copy-D1"] * 2 and set(finals["tags.status"]) == {"finished"}
+    assert not experiment_exists("leaderboard", tracking_uri)  # the baselines were not run again
+    committed_runs = pd.read_csv(committed / "runs.csv")
+    assert set(committed_runs["study"]) == {"leaderboard", "leaderboard_dnc_toy_every2"}
+    assert (committed / "board.md").read_text() == (out / "board.md").read_text()
+
+    again = _leaderboard(tmp_path, tracking_uri, *args)  # the same command resumes: nothing left to run
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "nothing to do: every planned run is recorded" in again.stdout
+    assert len(search_runs(["leaderboard_dnc_toy_every2"], uri=tracking_uri)) == len(runs)
+
+
+@pytest.mark.parametrize("source, writer, reason", [
+    (SHORT_SCHEDULE, "toy_short", "schedule(2) has 1 entries: it must have one per encoder step (2)"),
+    (BAD_ATTENTION, "toy_cached", "the attention's outputs have shapes [(3, 6), (3, 6)] for a cache of 1: they "
+                                  "must be [(3, 6), (3, 1)]"),
+], ids=["schedule-length", "attention-shape"])
+def test_a_plugin_that_breaks_the_contract_is_refused_before_any_run(tmp_path, tracking_uri, source, writer, reason):
+    from uwbench.tracking.mlflow import experiment_exists
+
+    (tmp_path / "broken.py").write_text(textwrap.dedent(source))
+    committed = tmp_path / "committed"
+    _smoke_baselines(committed)
+    done = _leaderboard(tmp_path, tracking_uri, "--plugin", "broken.py", "--writer", writer, "--board", str(committed))
+    assert done.returncode == 2
+    assert f"uwbench leaderboard: error: writer {writer!r} breaks the writer contract" in done.stderr
+    assert reason in done.stderr
+    assert not (tmp_path / "mlruns" / "leaderboard").exists()  # no study written
+    assert not experiment_exists(f"leaderboard_dnc_{writer}", tracking_uri)  # and nothing run
