@@ -372,3 +372,20 @@ def test_a_plugin_that_breaks_the_contract_is_refused_before_any_run(tmp_path, t
     assert reason in done.stderr
     assert not (tmp_path / "mlruns" / "leaderboard").exists()  # no study written
     assert not experiment_exists(f"leaderboard_dnc_{writer}", tracking_uri)  # and nothing run
+
+
+COMMITTED_BOARD = os.path.join(ROOT, "reports", "leaderboard")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(COMMITTED_BOARD, "runs.csv")),
+                    reason="no committed board yet (reports/leaderboard/runs.csv)")
+def test_the_committed_board_is_what_its_runs_csv_gives(tmp_path):
+    from uwbench import leaderboard as lb
+
+    for name in lb.SNAPSHOT_FILES:
+        if os.path.exists(os.path.join(COMMITTED_BOARD, name)):
+            (tmp_path / name).write_bytes(open(os.path.join(COMMITTED_BOARD, name), "rb").read())
+    lb.rebuild(str(tmp_path))
+    committed = sorted(n for n in os.listdir(COMMITTED_BOARD) if os.path.isfile(os.path.join(COMMITTED_BOARD, n)))
+    assert sorted(os.listdir(tmp_path)) == committed
+    assert [n for n in committed if (tmp_path / n).read_bytes() != open(os.path.join(COMMITTED_BOARD, n), "rb").read()] == []
