@@ -388,4 +388,43 @@ def test_the_committed_board_is_what_its_runs_csv_gives(tmp_path):
     lb.rebuild(str(tmp_path))
     committed = sorted(n for n in os.listdir(COMMITTED_BOARD) if os.path.isfile(os.path.join(COMMITTED_BOARD, n)))
     assert sorted(os.listdir(tmp_path)) == committed
-    assert [n for n in committed if (tmp_path / n).read_bytes() != open(os.path.join(COMMITTED_BOARD, n), "rb").read()] == []
+    differ = [n for n in committed if (tmp_path / n).read_bytes() != open(os.path.join(COMMITTED_BOARD, n), "rb").read()]
+    assert differ == []
+
+
+# ---- the example writer ----
+
+
+@pytest.fixture
+def front_loaded():
+    """examples/front_loaded_writer.py imported as a plugin is, then unregistered (later tests see the
+    registry they expect)."""
+    import importlib.util
+
+    from uwbench.registry import WRITERS
+
+    path = os.path.join(ROOT, "examples", "front_loaded_writer.py")
+    spec = importlib.util.spec_from_file_location("uwbench_test_front_loaded", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass reads the module's namespace
+    spec.loader.exec_module(module)
+    yield module
+    WRITERS.unregister("front_loaded")
+    del sys.modules[spec.name]
+
+
+def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_contract(front_loaded):
+    from uwbench.theory import uniform_positions
+    from uwbench.writing import contract
+
+    for n, d in ((21, 1), (21, 4), (21, 7), (41, 3), (41, 15), (7, 1), (5, 3)):
+        uw = uniform_positions(n, d)
+        mine = front_loaded.front_loaded_positions(n, len(uw), 2.0)
+        assert len(mine) == len(set(mine)) == len(uw) and mine == sorted(mine)
+        assert mine[-1] == n - 1 == uw[-1]  # the end marker's step is written, as by UW
+        assert sum(mine) < sum(uw)  # earlier on the whole
+        assert front_loaded.front_loaded_positions(n, len(uw), 1.0) == uw  # power 1: UW's own positions
+    assert front_loaded.front_loaded_positions(21, 5, 2.0) == [0, 3, 7, 13, 20]
+    assert contract.writer_problems("front_loaded", "dnc", {"power": 1.5}) == []
+    assert "`power > 0` must hold, got 0" in contract.writer_problems("front_loaded", "dnc", {"power": 0})[0]
+

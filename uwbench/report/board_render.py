@@ -16,8 +16,8 @@ NOT_CONVERGED = "†"  # after a cell's value: its curve has not converged, so i
 MISSING = "—"
 FILES = ("board.md", "board.csv", "cells.csv", "board.html", "pareto.png")
 
-RULE = ("Each row is tested against uniform writing (UW) and regular writing on its own model (the DNC's for a "
-        "model without them), at every task and ratio both have: **not testable** when either cell's learning "
+RULE = ("Each row is tested against uniform writing (UW) and regular writing on its own model (the DNC's where "
+        "its model has no other such row), at every task and ratio both have: **not testable** when either cell's learning "
         "curve has not converged (it still gains more than 1 point per 1,000 updates over its last quarter, or "
         "its training loss has not left the guessing level), otherwise Welch's t-test on the per-seed values, "
         f"Holm-corrected across the row's comparisons with that reference at α = {stats.ALPHA:g}: **better** or "
