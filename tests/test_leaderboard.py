@@ -246,6 +246,21 @@ def test_the_contract_check_passes_the_builtin_writers_and_names_what_a_broken_o
     assert "has no `writer` setting" in contract.model_problems("lstm")[0]
 
 
+def test_the_command_refuses_what_would_make_an_unfair_row_before_running(tmp_path, capsys):
+    from uwbench.cli import main
+
+    board = str(tmp_path / "none")
+    assert main(["leaderboard", "--writer", "uniform", "--set", "train.steps=3", "--board", board]) == 2
+    assert "--set train.*: the leaderboard takes only the writer's or the model's own settings" in capsys.readouterr().err
+    assert main(["leaderboard", "--model", "lstm", "--board", board]) == 2
+    assert "model 'lstm' breaks the memory-model contract" in capsys.readouterr().err
+    assert main(["leaderboard", "--writer", "uniform", "--board", board, "--suite", SUITE]) == 2
+    assert "no baselines at" in capsys.readouterr().err
+    assert main(["leaderboard", "--show", "--writer", "uniform"]) == 2
+    assert main(["leaderboard"]) == 2
+    assert "give --writer NAME" in capsys.readouterr().err
+
+
 # ---- `uwbench leaderboard` end to end, in subprocesses (a plugin registers into that process only) ----
 
 TOY_WRITER = '''

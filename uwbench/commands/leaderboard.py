@@ -125,6 +125,9 @@ def _benchmark(args) -> int:
     merged = lb.merge(base, snap)
     out = args.out or os.path.join(lb.work_dir(), name)
     board, _ = lb.write_board(merged, out)
+    if name not in {r.name for r in board.rows}:
+        print(f"the row {name} has no finished run, so it is not on the board: see the `error` tag of its runs in "
+              f"MLflow (experiment {load(path).id!r})")
     if args.commit_row:
         lb.write_board(merged, args.board)
         print(f"row {name} added to {args.board}")
