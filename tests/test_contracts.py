@@ -25,12 +25,13 @@ import torch
 from test_tasks_real import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
 from test_tasks_real import write_csv, write_imdb, write_mnist
 
-from uwbench.config import flatten, own_keys, section_keys
+from uwbench.config import flatten, section_keys
 from uwbench.errors import DataNotFoundError
 from uwbench.models.base import build_model
 from uwbench.registry import CONTROLLERS, MODELS, TASKS, WRITERS
 from uwbench.tasks import build_task
 from uwbench.training.config import resolve_run
+from uwbench.writing import contract
 from uwbench.writing.base import Writer
 
 # ---- the toy writer: one file's worth of code, registered from this test file alone ----
@@ -62,9 +63,7 @@ TINY_TRAIN = {"steps": 2, "batch_size": 4, "eval_every": 2, "eval_batches": 1}
 BATTERY_TASK, BATTERY_MODEL = "copy", "lstm"  # the partners of the component under test
 
 
-def memory_models() -> List[str]:
-    """The models that take a writer (the memory frame's models)."""
-    return [m for m in MODELS.names() if MODELS.entry(m).config and "writer" in own_keys(MODELS.entry(m).config)]
+memory_models = contract.memory_models  # the models that take a writer (the memory frame's models)
 
 
 def model_section(name: str, **values) -> dict:
@@ -114,9 +113,7 @@ def battery(config: dict, uri: str) -> None:
     assert model.num_parameters() > 0
     batch = task.sample(4, torch.Generator().manual_seed(0))
     task.loss(model(batch.inputs, batch.decoder_inputs, batch.lengths), batch).backward()
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    assert [n for n, p in params if p.grad is None] == [], "parameters without a gradient"
-    assert [n for n, p in params if not torch.isfinite(p.grad).all()] == [], "non-finite gradients"
+    assert contract.gradient_problems(model) == []  # the check `uwbench leaderboard` runs on a plugin
 
     run = Run("contracts", run_name=f"{resolved.task_name}-{resolved.model_name}", uri=uri)
     result = train(config, run=run, progress=False)
@@ -154,6 +151,8 @@ def test_controller_contract(controller, model, data_dir, tracking_uri):
 def test_writer_contract(writer, model, data_dir, tracking_uri):
     battery({"task": task_section(BATTERY_TASK, data_dir), "model": model_section(model, writer=writer),
              "train": TINY_TRAIN}, tracking_uri)
+    # the user-facing check (`uwbench leaderboard`): schedule lengths, the cached attention's shapes, the output
+    assert contract.writer_problems(writer, model, train=False) == []
 
 
 def test_every_kind_is_covered():

@@ -1,0 +1,445 @@
+"""`uwbench leaderboard`: the contract check refuses a broken plugin before any run; a toy plugin writer is
+swept at the suite's smoke profile into a real MLflow store and gets its row against baselines from a
+runs.csv fixture; the board's statistics (Welch, Holm, ranks, time, regimes) on fixtures; the board rebuilds
+from its runs.csv and curves.csv with the same bytes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from uwbench.report import board as board_mod
+from uwbench.report import board_render, stats
+from uwbench.report.runs import CURVE_COLUMNS, Snapshot, columns, curves_text, runs_text, to_csv_text
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUITE = os.path.join(ROOT, "studies", "leaderboard.yaml")
+
+# ---- fixtures: a snapshot written the way `uwbench leaderboard` writes one ----
+
+T, D_LOW, D_HIGH = 6, 1, 2  # the two positions of the fixtures: copy at (D+1)/T = 33% and 50%
+CELL = {"dnc": ("dnc", "regular"), "dnc_uw": ("dnc", "uniform"), "ntm": ("ntm", "regular"),
+        "dnc_mine": ("dnc", "mine"), "mymem": ("mymem", "regular")}
+BASELINES = ("dnc", "dnc_uw", "ntm")
+
+
+def run_rows(row: str, task: str, d: int, values, cpu=1.0, profile="smoke", steps=400):
+    model, writer = CELL[row]
+    cell = f"{row}-{task}-D{d}"
+    study = "leaderboard" if row in BASELINES else f"leaderboard_{row}"  # a new row is a study of its own
+    return [{"study": study, "cell": cell, "role": "final", "status": "finished", "seed": s,
+             "run_id": f"{cell}-s{s}", "task": task, "model": model, "writer": writer, "seq_len": T, "memory_size": d,
+             "hidden_size": 8, "compression_ratio": (d + 1) / T, "lr": 1e-3, "clip": 10, "steps": steps,
+             "profile": profile, "device": "cpu", "test_accuracy": v / 100, "best_eval_accuracy": v / 100,
+             "mean_seconds_per_100": cpu, "mean_cpu_seconds_per_100": cpu} for s, v in enumerate(values)]
+
+
+def curve_rows(runs, rise_per_1k=0.0, loss=0.1, steps=400, every=25):
+    """Every run's evaluation curve ending at its test value (flat, or rising by ``rise_per_1k`` points per
+    1,000 updates) and a training loss far below the guessing level (about 2.0 on copy)."""
+    out = []
+    for r in runs:
+        for step in range(every, steps + 1, every):
+            value = r["test_accuracy"] - rise_per_1k / 100 * (steps - step) / 1000
+            out.append({"run_id": r["run_id"], "metric": "eval_accuracy", "step": step, "value": value})
+            out.append({"run_id": r["run_id"], "metric": "train_loss", "step": step, "value": loss})
+    return out
+
+
+def snapshot(*groups) -> Snapshot:
+    """``groups``: (runs, curves) pairs."""
+    runs = [r for g in groups for r in g[0]]
+    curves = [c for g in groups for c in g[1]]
+    return Snapshot(runs_text(runs), curves_text(curves))
+
+
+def flat(row, task, d, values, **kw):
+    runs = run_rows(row, task, d, values, **kw)
+    return runs, curve_rows(runs)
+
+
+def rising(row, task, d, values, **kw):
+    runs = run_rows(row, task, d, values, **kw)
+    return runs, curve_rows(runs, rise_per_1k=25.0)
+
+
+# ---- the board's statistics on fixtures ----
+
+
+def test_welch_and_holm_decide_each_comparison_and_the_mean_rank_orders_the_board():
+    snap = snapshot(
+        flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0), flat("dnc_uw", "copy", D_LOW, [80, 81, 79], cpu=1.0),
+        flat("dnc_mine", "copy", D_LOW, [90, 91, 89], cpu=1.5),
+        flat("dnc", "copy", D_HIGH, [60, 61, 59], cpu=2.0), flat("dnc_uw", "copy", D_HIGH, [59.5, 58.5, 59.2], cpu=1.0),
+        flat("dnc_mine", "copy", D_HIGH, [60, 61, 59], cpu=1.5))
+    b = board_mod.build(snap)
+    assert [r.name for r in b.rows] == ["dnc_mine", "dnc", "dnc_uw"]  # by mean rank
+    mine = b.row("dnc_mine")
+    low, high = b.positions
+    assert low.label == "Copy 33%" and high.label == "Copy 50%"
+    # ranks: 1st at 33%; tied first with the DNC at 50% (60.0 each, UW 59.07)
+    assert mine.cells[low].rank == 1.0 and mine.cells[high].rank == 1.5 and mine.mean_rank == 1.25
+    assert b.row("dnc_uw").mean_rank == 2.5 and b.row("dnc").mean_rank == 2.25
+    vs_uw = mine.tests["uniform"]
+    assert vs_uw[low].verdict == "yes" and vs_uw[high].verdict == "inconclusive"
+    p_low = stats.welch([90, 91, 89], [80, 81, 79]).p
+    p_high = stats.welch([60, 61, 59], [59.5, 58.5, 59.2]).p
+    assert vs_uw[low].p == pytest.approx(p_low) and vs_uw[low].p_holm == pytest.approx(min(1.0, 2 * p_low))
+    assert vs_uw[high].p_holm == pytest.approx(max(2 * p_low, p_high))
+    assert mine.counts("uniform") == {"better": 1, "worse": 0, "n.s.": 1, "not testable at this budget": 0}
+    assert mine.counts("regular") == {"better": 1, "worse": 0, "n.s.": 1, "not testable at this budget": 0}
+    assert b.row("dnc_uw").counts("uniform") is None  # the reference is not tested against itself
+    assert b.row("dnc").counts("uniform") == {"better": 0, "worse": 1, "n.s.": 1, "not testable at this budget": 0}
+    assert mine.time_ratio == pytest.approx(0.75) and b.row("dnc").time_ratio == 1.0
+    assert b.row("dnc_uw").time_ratio == pytest.approx(0.5)
+    assert set(b.pareto()) == {"dnc_mine", "dnc_uw"}  # the DNC is beaten in both value and time by UW
+
+
+def test_holm_keeps_two_borderline_differences_that_welch_alone_would_call():
+    a, b_ = [10.0, 11.0, 12.0], [12.5, 13.5, 14.5]
+    p = stats.welch(a, b_).p
+    assert stats.ALPHA / 2 < p < stats.ALPHA  # significant alone, not as one of two
+    alone = board_mod.build(snapshot(flat("dnc_uw", "copy", D_LOW, a), flat("dnc_mine", "copy", D_LOW, b_)))
+    assert alone.row("dnc_mine").tests["uniform"][alone.positions[0]].verdict == "yes"
+    two = board_mod.build(snapshot(flat("dnc_uw", "copy", D_LOW, a), flat("dnc_mine", "copy", D_LOW, b_),
+                                   flat("dnc_uw", "copy", D_HIGH, a), flat("dnc_mine", "copy", D_HIGH, b_)))
+    assert {c.verdict for c in two.row("dnc_mine").tests["uniform"].values()} == {"inconclusive"}
+
+
+def test_a_cell_not_converged_makes_its_tests_not_testable_and_is_marked():
+    snap = snapshot(flat("dnc_uw", "copy", D_LOW, [80, 81, 79]), rising("dnc_mine", "copy", D_LOW, [90, 91, 89]),
+                    flat("dnc", "copy", D_LOW, [50, 51, 49]))
+    b = board_mod.build(snap)
+    mine = b.row("dnc_mine")
+    cell = mine.cells[b.positions[0]]
+    assert cell.regime.state == "rising" and cell.regime.slope == pytest.approx(25.0)
+    comp = mine.tests["uniform"][b.positions[0]]
+    assert comp.verdict == "not testable at this budget" and comp.p is None and "still improving" in comp.reason
+    text = board_render.markdown(b)
+    assert f"90.0 ± 1.0 {board_render.NOT_CONVERGED}" in text and "Cells not converged" in text
+    stuck = board_mod.build(snapshot(flat("dnc_uw", "copy", D_LOW, [80, 81, 79]),
+                                     (run_rows("dnc_mine", "copy", D_LOW, [12, 13, 11]),
+                                      curve_rows(run_rows("dnc_mine", "copy", D_LOW, [12, 13, 11]), loss=2.5))))
+    assert stuck.row("dnc_mine").cells[stuck.positions[0]].regime.state == "at the guessing level"
+
+
+def test_a_new_memory_model_is_compared_with_the_dncs_references():
+    b = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0),
+                                 flat("dnc_uw", "copy", D_LOW, [80, 81, 79], cpu=1.0),
+                                 flat("ntm", "copy", D_LOW, [40, 41, 39], cpu=1.0),
+                                 flat("mymem", "copy", D_LOW, [70, 71, 69], cpu=3.0)))
+    assert b.row("mymem").references == {"uniform": "dnc_uw", "regular": "dnc"}
+    assert b.row("mymem").time_ratio == pytest.approx(1.5)
+    assert b.row("ntm").references == {"uniform": "dnc_uw", "regular": "dnc"}  # its own regular row is itself
+    assert b.row("ntm").time_ratio == pytest.approx(0.5) and b.row("dnc").time_ratio == 1.0
+    assert b.row("dnc").references == {"uniform": "dnc_uw"}
+
+
+def test_a_board_refuses_runs_of_two_profiles():
+    with pytest.raises(ValueError, match="mixes the runs of profiles cpu, smoke"):
+        board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], profile="cpu"),
+                                 flat("dnc_uw", "copy", D_LOW, [80, 81, 79])))
+
+
+def test_the_board_rebuilds_from_its_runs_csv_with_the_same_bytes(tmp_path, capsys):
+    from uwbench import leaderboard as lb
+    from uwbench.cli import main
+
+    snap = snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0), flat("dnc_uw", "copy", D_LOW, [80, 81, 79]),
+                    rising("dnc_mine", "copy", D_HIGH, [90, 91, 89]), flat("dnc_uw", "copy", D_HIGH, [70, 72, 71]))
+    first = tmp_path / "first"
+    _, files = lb.write_board(snap, str(first))
+    assert sorted(os.path.basename(f) for f in files) == sorted(lb.SNAPSHOT_FILES + board_render.FILES)
+    again = tmp_path / "again"
+    again.mkdir()
+    for name in lb.SNAPSHOT_FILES:  # the snapshot alone
+        (again / name).write_bytes((first / name).read_bytes())
+    assert main(["leaderboard", "--rebuild", "--board", str(again)]) == 0
+    assert sorted(os.listdir(again)) == sorted(os.listdir(first))
+    assert [n for n in os.listdir(first) if (first / n).read_bytes() != (again / n).read_bytes()] == []
+    capsys.readouterr()
+    assert main(["leaderboard", "--show", "--board", str(again)]) == 0
+    assert capsys.readouterr().out == (first / "board.md").read_text()
+    assert main(["leaderboard", "--show", "--board", str(tmp_path / "none")]) == 2
+    assert "no board at" in capsys.readouterr().err
+
+
+def test_a_new_row_must_be_made_like_the_baselines():
+    from uwbench import leaderboard as lb
+
+    base = snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], profile="cpu"))
+    mine = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49]))
+    with pytest.raises(ValueError, match="profile smoke and the baselines' cpu"):
+        lb.check_comparable(base, mine, "leaderboard")
+    longer = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu", steps=800))
+    with pytest.raises(ValueError, match="steps 800 and the baselines' 400"):
+        lb.check_comparable(base, longer, "leaderboard")
+    elsewhere = snapshot(flat("dnc_mine", "copy", D_HIGH, [50, 51, 49], profile="cpu"))
+    with pytest.raises(ValueError, match=r"cells the baselines lack \(task, T, D\): \[\('copy', 6, 2\)\]"):
+        lb.check_comparable(base, elsewhere, "leaderboard")
+    lb.check_comparable(base, snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu")), "leaderboard")
+    merged = lb.merge(base, mine)
+    assert sorted(set(merged.runs["cell"])) == ["dnc-copy-D1", "dnc_mine-copy-D1"]
+    assert len(merged.curves) == len(base.curves) + len(mine.curves)
+
+
+def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
+    from uwbench import leaderboard as lb
+    from uwbench.spec import load_plan
+
+    path = lb.writer_study(SUITE, "dnc_every", "dnc", "uniform", {"schedule": "paper"}, str(tmp_path))
+    assert os.path.basename(path) == "leaderboard_dnc_every.yaml"
+    suite, mine = load_plan(SUITE, "cpu"), load_plan(path, "cpu")
+    assert [c.id for c in mine.cells] == [c.id.replace("dnc_uw-", "dnc_every-") for c in suite.cells
+                                          if c.id.startswith("dnc_uw-")]
+    twin = suite.cell("dnc_uw-add-D7").config
+    ours = mine.cell("dnc_every-add-D7").config
+    assert ours["task"] == twin["task"] and ours["train"] == twin["train"]
+    assert ours["model"] == {**twin["model"], "schedule": "paper"}
+    assert mine.seeds == suite.seeds
+    with pytest.raises(ValueError, match="the suite sets .*hidden_size"):
+        lb.writer_study(SUITE, "dnc_big", "dnc", "uniform", {"hidden_size": 64}, str(tmp_path))
+    with pytest.raises(ValueError, match="row name 'dnc_uw' is a baseline row"):
+        lb.writer_study(SUITE, "dnc_uw", "dnc", "uniform", {}, str(tmp_path))
+
+
+# ---- the contract check ----
+
+
+def test_the_contract_check_passes_the_builtin_writers_and_names_what_a_broken_one_breaks():
+    from uwbench.registry import WRITERS
+    from uwbench.writing import contract
+
+    for writer in WRITERS.names():
+        net = contract._build(contract.probe_config("dnc", {"writer": writer}))[1]
+        assert contract.schedule_problems(net.writer) == [], writer
+
+    class Short:
+        def schedule(self, n):
+            return [True] * (n - 1)
+
+    class Floats:
+        def schedule(self, n):
+            return [0.5] * n
+
+    class Coin:
+        calls = 0
+
+        def schedule(self, n):
+            Coin.calls += 1
+            return [Coin.calls % 2 == 0] * n
+
+    class Never:
+        def schedule(self, n):
+            return [False] * n
+
+    assert contract.schedule_problems(Short()) == [
+        "schedule(2) has 1 entries: it must have one per encoder step (2)"]
+    assert "holds 0.5: every entry must be True or False" in contract.schedule_problems(Floats())[0]
+    assert "changed between two calls" in contract.schedule_problems(Coin())[0]
+    assert contract.schedule_problems(Never()) == ["schedule(8) never writes: the memory would stay empty"]
+    assert "no writer 'nope' is registered" in contract.writer_problems("nope")[0]
+    assert "takes no writer" in contract.writer_problems("uniform", "lstm")[0]
+    assert "has no `writer` setting" in contract.model_problems("lstm")[0]
+
+
+def test_the_command_refuses_what_would_make_an_unfair_row_before_running(tmp_path, capsys):
+    from uwbench.cli import main
+
+    board = str(tmp_path / "none")
+    assert main(["leaderboard", "--writer", "uniform", "--set", "train.steps=3", "--board", board]) == 2
+    assert "--set train.*: the leaderboard takes only the writer's or the model's own settings" in capsys.readouterr().err
+    assert main(["leaderboard", "--model", "lstm", "--board", board]) == 2
+    assert "model 'lstm' breaks the memory-model contract" in capsys.readouterr().err
+    assert main(["leaderboard", "--writer", "uniform", "--board", board, "--suite", SUITE]) == 2
+    assert "no baselines at" in capsys.readouterr().err
+    assert main(["leaderboard", "--show", "--writer", "uniform"]) == 2
+    assert main(["leaderboard"]) == 2
+    assert "give --writer NAME" in capsys.readouterr().err
+
+
+# ---- `uwbench leaderboard` end to end, in subprocesses (a plugin registers into that process only) ----
+
+TOY_WRITER = '''
+from typing import List
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+@WRITERS.register("toy_every2", help="test only: write on every second step")
+class ToyEvery2(Writer):
+    def schedule(self, n_steps: int) -> List[bool]:
+        return [t % 2 == 1 for t in range(n_steps)]
+'''
+
+SHORT_SCHEDULE = '''
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+@WRITERS.register("toy_short", help="test only: one entry short")
+class Short(Writer):
+    def schedule(self, n_steps):
+        return [True] * (n_steps - 1)
+'''
+
+BAD_ATTENTION = '''
+import torch
+from uwbench.registry import WRITERS
+from uwbench.writing.base import Writer
+
+
+class MeanAttention(torch.nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(hidden_size, hidden_size))
+
+    def forward(self, h, cache, r):
+        a = cache.mean(1) @ self.w  # (B, H)
+        return a, a  # alpha should be (B, n)
+
+
+@WRITERS.register("toy_cached", help="test only: an attention with the wrong alpha shape")
+class Cached(Writer):
+    cached = True
+
+    def schedule(self, n_steps):
+        return [t % 2 == 1 for t in range(n_steps)]
+
+    def build_attention(self, hidden_size, read_size):
+        return MeanAttention(hidden_size)
+'''
+
+
+def _leaderboard(tmp_path, uri, *args, timeout=300):
+    env = dict(os.environ, UWBENCH_RUNS_DIR=str(tmp_path / "mlruns"), PYTHONUNBUFFERED="1")
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "UWBENCH_PLUGINS"):
+        env.pop(key, None)
+    cmd = [sys.executable, "-m", "uwbench.cli", "leaderboard", "--suite", SUITE, "--profile", "smoke",
+           "--tracking-uri", uri, "--workers", "0", "--no-progress", "--no-system-metrics", *args]
+    return subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _smoke_baselines(folder) -> None:
+    """A committed board's snapshot at the smoke profile: the DNC and DNC+UW on copy at T=6, D=1, 2 seeds."""
+    from uwbench import leaderboard as lb
+
+    groups = []
+    for row, values, cpu in (("dnc", [20.0, 22.0], 2.0), ("dnc_uw", [30.0, 29.0], 1.0)):
+        runs = run_rows(row, "copy", D_LOW, values, cpu=cpu, steps=4)
+        groups.append((runs, curve_rows(runs, steps=4, every=1)))
+    lb.write_board(snapshot(*groups), str(folder))
+
+
+def test_a_plugin_writer_gets_its_row_and_can_commit_it(tmp_path, tracking_uri):
+    import pandas as pd
+
+    from uwbench.tracking.mlflow import experiment_exists, search_runs
+
+    (tmp_path / "toy_writer.py").write_text(textwrap.dedent(TOY_WRITER))
+    committed, out = tmp_path / "committed", tmp_path / "out"
+    _smoke_baselines(committed)
+    args = ("--plugin", "toy_writer.py", "--writer", "toy_every2", "--board", str(committed), "--out", str(out))
+    done = _leaderboard(tmp_path, tracking_uri, *args, "--commit-row")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "contract: writer 'toy_every2' on model 'dnc' keeps it" in done.stdout
+    board = pd.read_csv(out / "board.csv").set_index("row")
+    assert sorted(board.index) == ["dnc", "dnc_toy_every2", "dnc_uw"]
+    mine = board.loc["dnc_toy_every2"]
+    assert mine["label"] == "DNC+toy_every2" and mine["copy_T6_D1_n"] == 2
+    assert 0 <= mine["copy_T6_D1_mean"] <= 100 and mine["copy_T6_D1_std"] >= 0
+    assert mine["vs_uniform_row"] == "dnc_uw" and mine["vs_regular_row"] == "dnc"
+    # 4 updates cannot converge: the comparisons are made, and called not testable
+    assert mine["vs_uniform_not_testable_at_this_budget"] == 1 and mine["vs_regular_not_testable_at_this_budget"] == 1
+    assert mine["cpu_time_vs_regular"] > 0 and mine["mean_rank"] in (1.0, 2.0, 3.0)
+    assert "DNC+toy_every2" in (out / "board.md").read_text() and (out / "pareto.png").stat().st_size > 0
+    runs = search_runs(["leaderboard_dnc_toy_every2"], uri=tracking_uri)
+    finals = runs[runs["tags.role"] == "final"]
+    assert sorted(finals["tags.cell"]) == ["dnc_toy_every2-copy-D1"] * 2 and set(finals["tags.status"]) == {"finished"}
+    assert not experiment_exists("leaderboard", tracking_uri)  # the baselines were not run again
+    committed_runs = pd.read_csv(committed / "runs.csv")
+    assert set(committed_runs["study"]) == {"leaderboard", "leaderboard_dnc_toy_every2"}
+    assert (committed / "board.md").read_text() == (out / "board.md").read_text()
+
+    again = _leaderboard(tmp_path, tracking_uri, *args)  # the same command resumes: nothing left to run
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "nothing to do: every planned run is recorded" in again.stdout
+    assert len(search_runs(["leaderboard_dnc_toy_every2"], uri=tracking_uri)) == len(runs)
+
+
+@pytest.mark.parametrize("source, writer, reason", [
+    (SHORT_SCHEDULE, "toy_short", "schedule(2) has 1 entries: it must have one per encoder step (2)"),
+    (BAD_ATTENTION, "toy_cached", "the attention's outputs have shapes [(3, 6), (3, 6)] for a cache of 1: they "
+                                  "must be [(3, 6), (3, 1)]"),
+], ids=["schedule-length", "attention-shape"])
+def test_a_plugin_that_breaks_the_contract_is_refused_before_any_run(tmp_path, tracking_uri, source, writer, reason):
+    from uwbench.tracking.mlflow import experiment_exists
+
+    (tmp_path / "broken.py").write_text(textwrap.dedent(source))
+    committed = tmp_path / "committed"
+    _smoke_baselines(committed)
+    done = _leaderboard(tmp_path, tracking_uri, "--plugin", "broken.py", "--writer", writer, "--board", str(committed))
+    assert done.returncode == 2
+    assert f"uwbench leaderboard: error: writer {writer!r} breaks the writer contract" in done.stderr
+    assert reason in done.stderr
+    assert not (tmp_path / "mlruns" / "leaderboard").exists()  # no study written
+    assert not experiment_exists(f"leaderboard_dnc_{writer}", tracking_uri)  # and nothing run
+
+
+COMMITTED_BOARD = os.path.join(ROOT, "reports", "leaderboard")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(COMMITTED_BOARD, "runs.csv")),
+                    reason="no committed board yet (reports/leaderboard/runs.csv)")
+def test_the_committed_board_is_what_its_runs_csv_gives(tmp_path):
+    from uwbench import leaderboard as lb
+
+    for name in lb.SNAPSHOT_FILES:
+        if os.path.exists(os.path.join(COMMITTED_BOARD, name)):
+            (tmp_path / name).write_bytes(open(os.path.join(COMMITTED_BOARD, name), "rb").read())
+    lb.rebuild(str(tmp_path))
+    committed = sorted(n for n in os.listdir(COMMITTED_BOARD) if os.path.isfile(os.path.join(COMMITTED_BOARD, n)))
+    assert sorted(os.listdir(tmp_path)) == committed
+    differ = [n for n in committed if (tmp_path / n).read_bytes() != open(os.path.join(COMMITTED_BOARD, n), "rb").read()]
+    assert differ == []
+
+
+# ---- the example writer ----
+
+
+@pytest.fixture
+def front_loaded():
+    """examples/front_loaded_writer.py imported as a plugin is, then unregistered (later tests see the
+    registry they expect)."""
+    import importlib.util
+
+    from uwbench.registry import WRITERS
+
+    path = os.path.join(ROOT, "examples", "front_loaded_writer.py")
+    spec = importlib.util.spec_from_file_location("uwbench_test_front_loaded", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass reads the module's namespace
+    spec.loader.exec_module(module)
+    yield module
+    WRITERS.unregister("front_loaded")
+    del sys.modules[spec.name]
+
+
+def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_contract(front_loaded):
+    from uwbench.theory import uniform_positions
+    from uwbench.writing import contract
+
+    for n, d in ((21, 1), (21, 4), (21, 7), (41, 3), (41, 15), (7, 1), (5, 3)):
+        uw = uniform_positions(n, d)
+        mine = front_loaded.front_loaded_positions(n, len(uw), 2.0)
+        assert len(mine) == len(set(mine)) == len(uw) and mine == sorted(mine)
+        assert mine[-1] == n - 1 == uw[-1]  # the end marker's step is written, as by UW
+        assert sum(mine) < sum(uw)  # earlier on the whole
+        assert front_loaded.front_loaded_positions(n, len(uw), 1.0) == uw  # power 1: UW's own positions
+    assert front_loaded.front_loaded_positions(21, 5, 2.0) == [0, 3, 7, 13, 20]
+    assert contract.writer_problems("front_loaded", "dnc", {"power": 1.5}) == []
+    assert "`power > 0` must hold, got 0" in contract.writer_problems("front_loaded", "dnc", {"power": 0})[0]
+

@@ -1,0 +1,148 @@
+"""`uwbench leaderboard`: benchmark a plugin writer (or memory model) against the paper's writers on the
+leaderboard suite, with significance and time, in one command (README, "Benchmark your own writer")."""
+from __future__ import annotations
+
+HELP = "rank a plugin writer or memory model against regular, UW, CUW and RW writing on the leaderboard suite"
+
+
+def add_arguments(p) -> None:
+    from uwbench import leaderboard as lb
+
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                   help="the plugin that registers the writer or model: a module (mypkg.mywriter) or a .py file "
+                        "(repeatable); also named in $UWBENCH_PLUGINS for the sweep's workers")
+    p.add_argument("--writer", help="the writer to benchmark (default: regular, with --model)")
+    p.add_argument("--model", help="the memory model to benchmark, or to run --writer on (default: dnc)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="model.KEY=VALUE",
+                   help="a setting of the writer or the model itself (repeatable), e.g. --set model.every=2")
+    p.add_argument("--name", help="the new row's name (default: <model>_<writer>, or the model with regular writing)")
+    p.add_argument("--profile", help="the suite's profile (default: its default_profile, cpu); the baselines "
+                                     "must have been run with the same")
+    p.add_argument("--workers", type=int, help="sweep worker processes (default 1; 0 runs in this process)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
+    p.add_argument("--checkpoint-dir", help="where runs keep mid-run checkpoints (default <runs dir>/checkpoints)")
+    p.add_argument("--no-system-metrics", action="store_true", help="do not sample CPU and memory into each run")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.add_argument("--out", help="the new board's folder (default <runs dir>/leaderboard/<row>)")
+    p.add_argument("--board", default=lb.BOARD_DIR,
+                   help=f"the committed board: where the baselines come from, what --commit-row, --show, --rebuild "
+                        f"and --record-baselines use (default {lb.BOARD_DIR})")
+    p.add_argument("--suite", default=lb.SUITE, help=f"the suite's study file (default {lb.SUITE})")
+    p.add_argument("--commit-row", action="store_true",
+                   help="also add the new row's runs to the committed board's runs.csv and rebuild it there")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--show", action="store_true", help="print the committed board")
+    mode.add_argument("--rebuild", action="store_true",
+                      help="remake the committed board's files from its runs.csv and curves.csv (no MLflow)")
+    mode.add_argument("--record-baselines", action="store_true",
+                      help="take the suite's runs (a `uwbench sweep` of --suite) from MLflow into the committed "
+                           "board, keeping its other rows")
+
+
+def run(args) -> int:
+    if args.show or args.rebuild or args.record_baselines:
+        if args.writer or args.model or args.plugin:
+            raise ValueError("--show, --rebuild and --record-baselines take no --plugin, --writer or --model")
+        return _show(args) if args.show else _rebuild(args) if args.rebuild else _record(args)
+    if not (args.writer or args.model):
+        raise ValueError("give --writer NAME (with --plugin MODULE for a plugin) or --model NAME; or --show, "
+                         "--rebuild, --record-baselines")
+    return _benchmark(args)
+
+
+def _show(args) -> int:
+    import os
+
+    path = os.path.join(args.board, "board.md")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no board at {path}: record the baselines first (`uwbench sweep {args.suite}`, then "
+                                "`uwbench leaderboard --record-baselines`)")
+    with open(path, encoding="utf-8") as f:
+        print(f.read(), end="")
+    return 0
+
+
+def _rebuild(args) -> int:
+    from uwbench import leaderboard as lb
+
+    board, files = lb.rebuild(args.board)
+    print(f"rebuilt {args.board} from its runs.csv: {len(board.rows)} rows, {len(files)} files")
+    return 0
+
+
+def _record(args) -> int:
+    from uwbench import leaderboard as lb
+
+    snap = lb.study_snapshot(args.suite, args.profile, args.tracking_uri)
+    if len(snap.runs) == 0:
+        raise ValueError(f"MLflow holds no run of {args.suite} at profile {args.profile or 'default'}: sweep it "
+                         f"first (`uwbench sweep {args.suite} --workers 2`)")
+    board, _ = lb.write_board(lb.merge(lb.read_board(args.board), snap), args.board)
+    print(f"baselines recorded into {args.board}: {len(board.rows)} rows")
+    return 0
+
+
+def _settings(assignments) -> dict:
+    from uwbench.commands.sweep import overrides
+
+    values = overrides(assignments)
+    other = sorted(set(values) - {"model"})
+    if other:
+        raise ValueError(f"--set {other[0]}.*: the leaderboard takes only the writer's or the model's own settings "
+                         "(model.KEY=VALUE); the task and training settings are the suite's, for every row alike")
+    return values.get("model", {})
+
+
+def _benchmark(args) -> int:
+    import os
+
+    from uwbench import leaderboard as lb
+    from uwbench.spec.plugins import import_plugins
+    from uwbench.writing import contract
+
+    for ref in args.plugin:
+        lb.load_plugin(ref)
+    import_plugins()
+    model, writer = args.model or "dnc", args.writer or "regular"
+    settings = _settings(args.assignments)
+    if args.model:
+        contract.check_model(model)
+    contract.check_writer(writer, model, settings)
+    print(f"contract: writer {writer!r} on model {model!r} keeps it")
+    base = lb.read_board(args.board)
+    if base is None:
+        raise FileNotFoundError(f"no baselines at {os.path.join(args.board, 'runs.csv')}: sweep the suite "
+                                f"(`uwbench sweep {args.suite} --workers 2`), then `uwbench leaderboard "
+                                "--record-baselines`; or point --board at a folder that has them")
+    name = args.name or lb.row_name(model, writer)
+    path = lb.writer_study(args.suite, name, model, writer, settings)
+    print(f"study for the row {name}: {path}")
+    _sweep(path, args)
+    from uwbench.spec import load
+
+    snap = lb.study_snapshot(path, args.profile, args.tracking_uri)
+    lb.check_comparable(base, snap, load(args.suite).id)
+    merged = lb.merge(base, snap)
+    out = args.out or os.path.join(lb.work_dir(), name)
+    board, _ = lb.write_board(merged, out)
+    if name not in {r.name for r in board.rows}:
+        print(f"the row {name} has no finished run, so it is not on the board: see the `error` tag of its runs in "
+              f"MLflow (experiment {load(path).id!r})")
+    if args.commit_row:
+        lb.write_board(merged, args.board)
+        print(f"row {name} added to {args.board}")
+    from uwbench.report import board_render, formats
+
+    print(formats.to_markdown(board_render.board_table(board)), end="")
+    print(f"board: {os.path.join(out, 'board.md')}")
+    return 0
+
+
+def _sweep(path: str, args) -> None:
+    from uwbench.spec import load_plan
+    from uwbench.sweeps.driver import Options, sweep
+
+    plan = load_plan(path, args.profile)
+    options = Options(workers=args.workers, checkpoint_dir=args.checkpoint_dir,
+                      system_metrics=not args.no_system_metrics)
+    sweep(plan, "optuna", uri=args.tracking_uri, progress=not args.no_progress, options=options)

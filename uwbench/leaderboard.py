@@ -1,0 +1,212 @@
+"""The steps of `uwbench leaderboard`: a plugin in, its contract checked, its cells swept, its board out.
+
+1. ``load_plugin``: import the plugin (a module name or a ``.py`` file) and name it in ``$UWBENCH_PLUGINS``
+   (its folder on ``PYTHONPATH``), so every sweep worker imports it too.
+2. the contract (``uwbench.writing.contract``) is checked before anything runs.
+3. ``writer_study``: a study file for the new row alone, written under ``<runs>/leaderboard/``: the
+   suite's file (``studies/leaderboard.yaml``) with its cell groups replaced by one group, the new writer
+   (or model) on the suite's grid of tasks and memory sizes. Every other setting, the seeds and the
+   profiles are the suite's, so its cells are the baselines' twins. It is swept like any study
+   (``sweeps.driver.sweep``: MLflow, resume, ``--workers``), under its own id ``<suite id>_<row>``.
+4. ``study_snapshot``: its runs (one profile, the current spec hash) from MLflow, as a snapshot.
+5. ``merge`` with the committed baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
+   re-run) after ``check_comparable``, and ``write_board``: the snapshot and the board files.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+
+from uwbench import env
+
+if TYPE_CHECKING:  # heavy imports (pandas, matplotlib) stay inside the functions: `uwbench --help` is instant
+    from uwbench.report.board import Board
+    from uwbench.report.runs import Snapshot
+
+SUITE = os.path.join("studies", "leaderboard.yaml")
+BOARD_DIR = os.path.join("reports", "leaderboard")
+SNAPSHOT_FILES = ("runs.csv", "curves.csv")
+SAME = ("profile", "steps", "lr", "clip")  # what a new row's finished runs must share with the baselines'
+
+
+def work_dir() -> str:
+    """Where the generated study files and, by default, the new boards go: ``<runs>/leaderboard``."""
+    return os.path.join(env.runs_dir(), "leaderboard")
+
+
+def load_plugin(ref: str) -> str:
+    """Import the plugin ``ref`` (``mypkg.mywriter`` or ``path/to/mywriter.py``) and add it to
+    ``$UWBENCH_PLUGINS`` (a file's folder to ``sys.path`` and ``PYTHONPATH``); returns the module name."""
+    from uwbench.spec.plugins import PLUGINS_ENV
+
+    name = ref
+    if ref.endswith(".py") or os.sep in ref:
+        if not os.path.isfile(ref):
+            raise FileNotFoundError(f"--plugin {ref}: no such file; give a .py file or an importable module name")
+        folder = os.path.dirname(os.path.abspath(ref))
+        name = os.path.splitext(os.path.basename(ref))[0]
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([folder] + paths))
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        raise ValueError(f"--plugin {ref}: the module {name!r} cannot be imported ({exc}); put its folder on "
+                         "PYTHONPATH or give the .py file's path") from exc
+    named = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys(named + [name]))
+    return name
+
+
+def row_name(model: str, writer: str) -> str:
+    """The new row's name (its cell group): ``<model>_<writer>``, or the model alone with regular writing."""
+    raw = model if writer == "regular" else f"{model}_{writer}"
+    return re.sub(r"[^a-z0-9_]+", "_", raw.lower()).strip("_") or "row"
+
+
+def _suite_grid(data: Mapping[str, Any], path: str) -> Dict[str, Any]:
+    grids = {json.dumps(g.get("grid", {}), sort_keys=True) for g in data["cells"]}
+    if len(grids) != 1:
+        raise ValueError(f"{path}: the suite's cell groups must share one grid (the board's columns), got {len(grids)}")
+    return dict(data["cells"][0].get("grid", {}))
+
+
+def suite_model_keys(data: Mapping[str, Any]) -> set:
+    """The model settings the suite gives every row (fixed, profiles, grid): a new row may not change them."""
+    keys = set((data.get("fixed") or {}).get("model", {}) or {})
+    for prof in (data.get("profiles") or {}).values():
+        keys |= set((prof or {}).get("model", {}) or {})
+    keys |= {k.split(".", 1)[1] for k in _suite_grid(data, "") if k.startswith("model.")}
+    return keys | {"name", "writer"}
+
+
+def writer_study(suite: str, name: str, model: str, writer: str, settings: Mapping[str, Any],
+                 folder: Optional[str] = None) -> str:
+    """Write the new row's study file (module docstring, step 3); returns its path."""
+    import yaml
+
+    from uwbench.spec.load import read_yaml
+
+    data = read_yaml(suite)
+    if "-" in name or not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
+        raise ValueError(f"row name {name!r}: use lower-case letters, digits and '_' (no '-'), e.g. my_writer")
+    if name in {g.get("name", g["model"]) for g in data["cells"]}:
+        raise ValueError(f"row name {name!r} is a baseline row of {suite}; give the new row another --name")
+    fixed = sorted(set(settings) & suite_model_keys(data))
+    if fixed:
+        raise ValueError(f"--set model.{fixed[0]}: the suite sets {', '.join(fixed)} for every row (a fair board "
+                         "shares them); --set gives only the writer's or the model's own settings")
+    grid = _suite_grid(data, suite)
+    data.update(id=f"{data['id']}_{name}", title=f"{data['title']} | the row {name}",
+                cells=[{"model": model, "name": name, "label": name,
+                        "set": {"model": {"writer": writer, **dict(settings)}}, "grid": grid}])
+    data.pop("paper", None)
+    folder = folder or work_dir()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{data['id']}.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"# Generated by `uwbench leaderboard` from {suite}: the row {name} alone (do not edit)\n")
+        yaml.safe_dump(data, f, sort_keys=False, width=110)
+    return path
+
+
+def study_snapshot(path: str, profile: Optional[str], uri: Optional[str]) -> "Snapshot":
+    """A study's runs of one profile at its current spec hash, read from MLflow (``study.select_run_set``)."""
+    from uwbench import spec as spec_mod
+    from uwbench.report import runs as runs_mod
+    from uwbench.report import study as study_mod
+
+    spec = spec_mod.load(path)
+    profile = profile or spec.default_profile
+    return runs_mod.from_mlflow(spec.id, uri, select=lambda rows: study_mod.select_run_set(
+        rows, spec, profile, path)[0])
+
+
+def _records(frame) -> List[Dict[str, Any]]:
+    import numpy as np
+
+    out = []
+    for rec in frame.to_dict("records"):
+        out.append({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()})
+    return out
+
+
+def merge(base: Optional["Snapshot"], add: "Snapshot") -> "Snapshot":
+    """``base``'s runs and curves with those of ``add``'s studies replaced by ``add``'s."""
+    from uwbench.report.runs import Snapshot, curves_text, runs_text
+
+    if base is None:
+        return Snapshot(add.runs_csv, add.curves_csv)
+    studies = set(add.runs["study"])
+    runs = [r for r in _records(base.runs) if r["study"] not in studies] + _records(add.runs)
+    kept = {r["run_id"] for r in runs} - set(add.runs["run_id"])
+    curves = [c for c in _records(base.curves) if c["run_id"] in kept] + _records(add.curves)
+    return Snapshot(runs_text(runs), curves_text(curves))
+
+
+def read_board(folder: str) -> Optional["Snapshot"]:
+    """The snapshot a board folder holds (None when it has no runs.csv)."""
+    from uwbench.report.runs import Snapshot
+
+    return Snapshot.from_dir(folder) if os.path.exists(os.path.join(folder, "runs.csv")) else None
+
+
+def _finished(snap: "Snapshot", studies: Optional[set] = None):
+    r = snap.runs
+    r = r[(r["role"] == "final") & (r["status"] == "finished")]
+    return r[r["study"].isin(studies)] if studies is not None else r
+
+
+def check_comparable(base: "Snapshot", add: "Snapshot", suite_id: str) -> None:
+    """The new row's runs and the baselines' share ``SAME`` and the board's columns; else a ValueError
+    naming the difference and the fix."""
+    ours, theirs = _finished(add), _finished(base, {suite_id})
+    if len(theirs) == 0:
+        raise ValueError(f"the board's runs.csv holds no finished baseline run of the suite {suite_id!r}: sweep the "
+                         "suite and record it first (README, \"Benchmark your own writer\")")
+    for col in SAME:
+        a, b = _values(ours[col]), _values(theirs[col])
+        if a and a != b:
+            raise ValueError(f"the new row's runs have {col} {', '.join(a)} and the baselines' {', '.join(b)}: "
+                             f"a board compares runs made alike; run the row with the baselines' {col} (e.g. "
+                             "--profile), or record baselines made with the row's")
+    cols = lambda f: {(t, int(s), int(d)) for t, s, d in zip(f["task"], f["seq_len"], f["memory_size"])}  # noqa: E731
+    extra = sorted(cols(ours) - cols(theirs))
+    if extra:
+        raise ValueError(f"the new row has cells the baselines lack (task, T, D): {extra}; the suite changed since "
+                         "the baselines were recorded: record them again")
+
+
+def _values(series) -> List[str]:
+    from uwbench.report.runs import format_value
+
+    return sorted({format_value(v) for v in series} - {""})
+
+
+def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard") -> Tuple["Board", List[str]]:
+    """The snapshot (runs.csv, curves.csv) and every board file into ``folder``."""
+    from uwbench.report import board as board_mod
+    from uwbench.report import board_render
+
+    board = board_mod.build(snap)
+    os.makedirs(folder, exist_ok=True)
+    files = []
+    for name, text in zip(SNAPSHOT_FILES, (snap.runs_csv, snap.curves_csv)):
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        files.append(path)
+    return board, files + board_render.write(board, folder, title)
+
+
+def rebuild(folder: str) -> Tuple["Board", List[str]]:
+    """Remake a board folder's files from its runs.csv and curves.csv alone (no MLflow)."""
+    snap = read_board(folder)
+    if snap is None:
+        raise FileNotFoundError(f"no runs.csv in {folder}: a board is built from its runs.csv and curves.csv")
+    return write_board(snap, folder)

@@ -1,0 +1,258 @@
+"""The leaderboard's numbers: one row per writer, ranked, with significance and time.
+
+A board is a pure function of a snapshot (``runs.csv`` and ``curves.csv``, ``uwbench.report.runs``)
+holding the suite's baseline runs and any writer's runs made at the same profile. Its parts:
+
+- **a row** is a cell group of the suite (``studies/leaderboard.yaml``: ``dnc``, ``dnc_uw``, ...; a new
+  writer's group is made by `uwbench leaderboard`): the part of a cell id before its first '-'.
+- **a position** is a task at one T and D (a compression ratio (D+1)/T): the board's columns.
+- **a cell** is a row at a position: the test metric of its finished final runs as mean ± std over the
+  seeds (``tables.summarize``), its regime (``regime.regime``: has its learning curve converged?) and its
+  CPU seconds per 100 updates.
+- **tests**: each row against the uniform-writing row and the regular-writing row of its own model (of
+  the DNC, ``REFERENCE_MODEL``, where its model has none but itself), at every position both have: not testable
+  when either cell has not converged, inconclusive with fewer than two seeds a side, else Welch's t-test,
+  Holm-corrected across the row's comparisons with that reference at ``stats.ALPHA`` (the rule of the
+  paper's claims, ``verdicts.gate`` and ``verdicts.decide``): better, worse, or n.s.
+- **time**: the geometric mean over positions of the row's CPU seconds per 100 updates divided by those
+  of its regular-writing reference (1.00 for the DNC's regular row, the reference of every other).
+- **rank**: at each position the rows are ranked by mean (1 = best, ties share the mean rank); a row's
+  mean rank is over the positions it has, and orders the board.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from uwbench import metrics, selection
+from uwbench.report import regime as regime_mod
+from uwbench.report import tables, verdicts
+from uwbench.report.formats import _isnum
+from uwbench.report.regime import Regime
+from uwbench.report.runs import Snapshot
+from uwbench.report.study import from_runs
+
+REFERENCES = ("uniform", "regular")  # the writers every row is tested against, in the board's column order
+REFERENCE_LABEL = {"uniform": "UW", "regular": "regular writing"}
+TIME_REFERENCE = "regular"  # a row's time is a ratio to this writer's
+REFERENCE_MODEL = "dnc"  # whose reference rows a model without its own is compared with
+TASK_ORDER = ("copy", "reverse", "double", "add")  # the suite's column order; other tasks follow, sorted
+BETTER, WORSE, NS = "better", "worse", "n.s."
+OUTCOMES = (BETTER, WORSE, NS, verdicts.NOT_TESTABLE)
+OUTCOME_OF = {verdicts.YES: BETTER, verdicts.NO: WORSE, verdicts.INCONCLUSIVE: NS,
+            verdicts.NOT_TESTABLE: verdicts.NOT_TESTABLE}
+
+
+def row_of(cell: str) -> str:
+    """A cell's row: the part of its id before the first '-' (its group name)."""
+    return str(cell).split("-", 1)[0]
+
+
+@dataclass(frozen=True)
+class Position:
+    task: str
+    seq_len: int
+    memory_size: int
+
+    @property
+    def ratio(self) -> float:
+        return (self.memory_size + 1) / self.seq_len
+
+    @property
+    def label(self) -> str:
+        return f"{tables.task_label(self.task)} {self.ratio:.0%}"
+
+    def sort_key(self):
+        order = TASK_ORDER.index(self.task) if self.task in TASK_ORDER else len(TASK_ORDER)
+        return (order, self.task, self.ratio, self.seq_len)
+
+
+@dataclass
+class Cell:
+    cell: str
+    position: Position
+    mean: Optional[float]
+    std: Optional[float]
+    n: int
+    samples: Tuple[float, ...]
+    cpu100: Optional[float]  # mean CPU seconds per 100 updates
+    regime: Regime
+    rank: Optional[float] = None
+
+
+@dataclass
+class Row:
+    name: str
+    label: str
+    model: str
+    writer: str
+    cells: Dict[Position, Cell] = field(default_factory=dict)
+    tests: Dict[str, Dict[Position, verdicts.Comparison]] = field(default_factory=dict)  # reference -> position
+    references: Dict[str, str] = field(default_factory=dict)  # reference writer -> the row compared with
+    time_ratio: Optional[float] = None
+    mean_rank: Optional[float] = None
+
+    def counts(self, reference: str) -> Optional[Dict[str, int]]:
+        """How many comparisons with ``reference`` came out each way; None when the row is the reference."""
+        if reference not in self.tests:
+            return None
+        out = {o: 0 for o in OUTCOMES}
+        for c in self.tests[reference].values():
+            out[OUTCOME_OF[c.verdict]] += 1
+        return out
+
+    def mean_value(self) -> Optional[float]:
+        vals = [c.mean for c in self.cells.values() if c.mean is not None]
+        return float(np.mean(vals)) if vals else None
+
+    def mean_cpu100(self) -> Optional[float]:
+        vals = [c.cpu100 for c in self.cells.values() if c.cpu100 is not None]
+        return float(np.mean(vals)) if vals else None
+
+
+@dataclass
+class Board:
+    positions: List[Position]
+    rows: List[Row]
+    metric: metrics.Measure
+    profile: str = ""
+    steps: Optional[int] = None
+    seeds: Optional[int] = None
+
+    def row(self, name: str) -> Row:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no row {name!r} on the board; rows: {', '.join(r.name for r in self.rows)}")
+
+    def pareto(self) -> List[str]:
+        """The rows no other row beats in both mean value and mean CPU seconds per 100 updates."""
+        points = [(r.mean_value(), r.mean_cpu100()) for r in self.rows]
+        vectors = [p if None not in p else None for p in points]
+        front = selection.pareto_front(vectors, [self.metric.direction, "minimize"])
+        return [self.rows[i].name for i in front]
+
+
+def build(snap: Snapshot) -> Board:
+    """The board of a snapshot (module docstring)."""
+    runs = snap.runs[snap.runs["role"] == "final"] if len(snap.runs) else snap.runs
+    if len(runs) == 0:
+        raise ValueError("the snapshot holds no final run: nothing to put on the board")
+    profiles = sorted({str(p) for p in runs["profile"] if str(p)})
+    if len(profiles) > 1:
+        raise ValueError(f"the snapshot mixes the runs of profiles {', '.join(profiles)}: a board compares runs of "
+                         "one profile; keep one (`uwbench leaderboard --profile`)")
+    measure = selection.frame_measure(runs)
+    summary = tables.summarize(from_runs("leaderboard", runs), runs)
+    summary = summary[summary["state"] == tables.OK]
+    rows = _rows(summary, snap.curves, measure)
+    positions = sorted({p for r in rows.values() for p in r.cells}, key=Position.sort_key)
+    _rank(rows, positions, measure)
+    for r in rows.values():
+        _test(r, rows, measure)
+        r.time_ratio = _time_ratio(r, rows)
+    ordered = sorted(rows.values(), key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, r.label))
+    steps = [int(v) for v in runs["steps"] if _isnum(v)]
+    seeds = runs[runs["status"] == "finished"].groupby("cell")["run_id"].count()
+    return Board(positions, ordered, measure, profiles[0] if profiles else "", min(steps) if steps else None,
+                 int(seeds.max()) if len(seeds) else None)
+
+
+def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure) -> Dict[str, Row]:
+    rows: Dict[str, Row] = {}
+    flags = {"cache_size"}  # CUW's L tells its rows apart
+    for r in summary.to_dict("records"):
+        name = row_of(r["cell"])
+        if name not in rows:
+            rows[name] = Row(name, tables.model_label(r, flags), str(r["model"]), str(r["writer"]))
+        pos = Position(str(r["task"]), int(r["seq_len"]), int(r["memory_size"]))
+        if pos in rows[name].cells:
+            raise ValueError(f"row {name!r} has two cells at {pos.label} (T={pos.seq_len}, D={pos.memory_size}): "
+                             f"{rows[name].cells[pos].cell} and {r['cell']}; give each group its own name")
+        rows[name].cells[pos] = Cell(r["cell"], pos, _num(r["mean"]), _num(r["std"]), int(r["n"]),
+                                     tuple(r["samples"]), _num(r["cpu100_mean"]), cell_regime(r, curves, measure))
+    labels = [r.label for r in rows.values()]
+    for r in rows.values():  # two rows with one label (the same writer with other settings): say which
+        if labels.count(r.label) > 1:
+            r.label = f"{r.label} [{r.name}]"
+    return rows
+
+
+def _num(v) -> Optional[float]:
+    return float(v) if _isnum(v) else None
+
+
+def cell_regime(r, curves: pd.DataFrame, measure: metrics.Measure) -> Regime:
+    """``regime.regime`` of one summary row, with its task's guessing level at its T."""
+    info = tables.metric_info(measure.name)
+    return regime_mod.regime(curves, r["run_ids"], info["curve"], measure.name, measure.scale,
+                             measure.higher_is_better, "points" if measure.unit == "%" else measure.unit,
+                             guess_loss=guess_loss(str(r["task"]), r["seq_len"]))
+
+
+def guess_loss(task: str, seq_len) -> Optional[float]:
+    """The guessing level's loss of ``task`` at T = ``seq_len`` (None for a task that cannot be built here)."""
+    from uwbench.tasks.chance import chance_of
+
+    try:
+        return chance_of(task, {"seq_len": int(seq_len)} if _isnum(seq_len) else {}).loss
+    except Exception:  # noqa: BLE001 - a task whose data is not on this machine: no guessing level
+        return None
+
+
+def _rank(rows: Dict[str, Row], positions: List[Position], measure: metrics.Measure) -> None:
+    for pos in positions:
+        here = [(r.cells[pos].mean, r) for r in rows.values() if pos in r.cells and r.cells[pos].mean is not None]
+        ranks = pd.Series([m for m, _ in here]).rank(method="average", ascending=not measure.higher_is_better)
+        for (_, r), rank in zip(here, ranks):
+            r.cells[pos].rank = float(rank)
+    for r in rows.values():
+        ranked = [c.rank for c in r.cells.values() if c.rank is not None]
+        r.mean_rank = float(np.mean(ranked)) if ranked else None
+
+
+def reference_row(row: Row, writer: str, rows: Dict[str, Row]) -> Optional[Row]:
+    """The row ``row`` is compared with for ``writer``: that writer on the row's own model, else on the DNC
+    (of several such rows, the first by name); never the row itself, so the NTM's regular row is compared
+    with the DNC's. None when the board has no such row (the DNC's own regular row for regular writing)."""
+    for model in dict.fromkeys((row.model, REFERENCE_MODEL)):
+        found = sorted((r for r in rows.values() if r.model == model and r.writer == writer and r is not row),
+                       key=lambda r: r.name)
+        if found:
+            return found[0]
+    return None
+
+
+def _test(row: Row, rows: Dict[str, Row], measure: metrics.Measure) -> None:
+    for writer in REFERENCES:
+        ref = reference_row(row, writer, rows)
+        if ref is None:
+            continue
+        row.references[writer] = ref.name
+        comps: Dict[Position, verdicts.Comparison] = {}
+        for pos, mine in row.cells.items():
+            theirs = ref.cells.get(pos)
+            if theirs is None:
+                continue
+            a, b = _value(mine, row.label), _value(theirs, ref.label)
+            verdict, reason = verdicts.gate(a, b, needs_regime=True)
+            comps[pos] = verdicts.Comparison(pos.label, a, b, verdict or "", reason)
+        verdicts.decide(list(comps.values()), measure.higher_is_better)
+        row.tests[writer] = comps
+
+
+def _value(cell: Cell, label: str) -> verdicts.Value:
+    return verdicts.Value(cell.mean, cell.std, cell.n, label, cell.samples, regime=cell.regime)
+
+
+def _time_ratio(row: Row, rows: Dict[str, Row]) -> Optional[float]:
+    ref = reference_row(row, TIME_REFERENCE, rows)
+    if ref is None:
+        return 1.0 if row.model == REFERENCE_MODEL and row.writer == TIME_REFERENCE else None
+    ratios = [c.cpu100 / ref.cells[p].cpu100 for p, c in row.cells.items()
+              if p in ref.cells and c.cpu100 and ref.cells[p].cpu100]
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else None

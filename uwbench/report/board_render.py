@@ -1,0 +1,198 @@
+"""The leaderboard's files: ``board.md`` (the page), ``board.csv`` (one line per row), ``cells.csv`` (one
+line per row and position, with every test), ``board.html`` and ``pareto.png`` (mean value against mean
+CPU seconds per 100 updates). Text comes from ``formats`` and the figure from ``figures``' style, so a
+rebuild of the same snapshot gives the same bytes."""
+from __future__ import annotations
+
+import html
+import os
+from typing import Any, List, Optional
+
+from uwbench.report import figures, formats, stats
+from uwbench.report.board import OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE, Board, Cell, Row
+from uwbench.report.runs import to_csv_text
+
+NOT_CONVERGED = "†"  # after a cell's value: its curve has not converged, so its tests are not testable
+MISSING = "—"
+FILES = ("board.md", "board.csv", "cells.csv", "board.html", "pareto.png")
+
+RULE = ("Each row is tested against uniform writing (UW) and regular writing on its own model (the DNC's where "
+        "its model has no other such row), at every task and ratio both have: **not testable** when either cell's learning "
+        "curve has not converged (it still gains more than 1 point per 1,000 updates over its last quarter, or "
+        "its training loss has not left the guessing level), otherwise Welch's t-test on the per-seed values, "
+        f"Holm-corrected across the row's comparisons with that reference at α = {stats.ALPHA:g}: **better** or "
+        "**worse** when significant, **n.s.** when not (or with fewer than two seeds a side). Time: CPU seconds "
+        "per 100 updates against regular writing, the geometric mean of the per-cell ratios (runs made on "
+        "different machines compare the machines too). Rank: per column, 1 = best mean; the board is ordered by "
+        "the mean rank over a row's columns.")
+
+
+def _decimals(board: Board) -> int:
+    return board.metric.decimals
+
+
+def cell_text(cell: Optional[Cell], board: Board) -> str:
+    if cell is None or cell.mean is None:
+        return MISSING
+    dec = _decimals(board)
+    text = formats.fmt(cell.mean, dec) + (f" ± {formats.fmt(cell.std, dec)}" if cell.std is not None else "")
+    if board.seeds is not None and cell.n != board.seeds:
+        text += f" (n={cell.n})"
+    return text + ("" if cell.regime.converged else f" {NOT_CONVERGED}")
+
+
+def counts_text(row: Row, reference: str) -> str:
+    counts = row.counts(reference)
+    return MISSING if counts is None else " / ".join(str(counts[o]) for o in OUTCOMES)
+
+
+def _ratio(v: Optional[float]) -> str:
+    return MISSING if v is None else f"{v:.2f}×"
+
+
+def board_table(board: Board) -> formats.Table:
+    """The board: one line per row, ordered by mean rank."""
+    vs = [f"vs {REFERENCE_LABEL[w]} (better / worse / n.s. / not testable)" for w in REFERENCES]
+    columns = ["#", "Writer"] + [p.label for p in board.positions] + vs + [
+        f"CPU time vs {REFERENCE_LABEL[TIME_REFERENCE]}", "Mean rank"]
+    rows, csv_rows = [], []
+    for i, r in enumerate(board.rows, start=1):
+        rows.append([str(i), r.label] + [cell_text(r.cells.get(p), board) for p in board.positions]
+                    + [counts_text(r, w) for w in REFERENCES]
+                    + [_ratio(r.time_ratio), formats.fmt(r.mean_rank, 2) or MISSING])
+        line: List[Any] = [i, r.name, r.label, r.model, r.writer]
+        for p in board.positions:
+            c = r.cells.get(p)
+            line += [_r(c.mean), _r(c.std), c.n, c.regime.state] if c else ["", "", "", ""]
+        for w in REFERENCES:
+            counts = r.counts(w)
+            line += [r.references.get(w, "")] + ([counts[o] for o in OUTCOMES] if counts else [""] * len(OUTCOMES))
+        line += [_r(r.mean_value()), _r(r.mean_cpu100()), _r(r.time_ratio), _r(r.mean_rank),
+                 sum(c.rank is not None for c in r.cells.values())]
+        csv_rows.append(line)
+    csv_columns = ["rank", "row", "label", "model", "writer"]
+    for p in board.positions:
+        key = f"{p.task}_T{p.seq_len}_D{p.memory_size}"
+        csv_columns += [f"{key}_mean", f"{key}_std", f"{key}_n", f"{key}_regime"]
+    for w in REFERENCES:
+        csv_columns += [f"vs_{w}_row"] + [f"vs_{w}_{o.replace('.', '').replace(' ', '_')}" for o in OUTCOMES]
+    csv_columns += ["mean_value", "cpu_seconds_per_100", "cpu_time_vs_regular", "mean_rank", "ranked_columns"]
+    return formats.Table(title="Leaderboard", columns=columns, rows=rows, csv_columns=csv_columns,
+                         csv_rows=csv_rows)
+
+
+def cells_table(board: Board) -> formats.Table:
+    """One line per row and position: the value, its regime and rank, and both tests (CSV only)."""
+    columns = ["row", "label", "cell", "task", "seq_len", "memory_size", "compression_ratio", "mean", "std", "n",
+               "regime", "regime_detail", "cpu_seconds_per_100", "rank"]
+    for w in REFERENCES:
+        columns += [f"vs_{w}", f"vs_{w}_p", f"vs_{w}_p_holm", f"vs_{w}_reason"]
+    out = []
+    for r in board.rows:
+        for p in board.positions:
+            c = r.cells.get(p)
+            if c is None:
+                continue
+            line: List[Any] = [r.name, r.label, c.cell, p.task, p.seq_len, p.memory_size, _r(p.ratio), _r(c.mean),
+                               _r(c.std), c.n, c.regime.state, c.regime.detail, _r(c.cpu100), _r(c.rank)]
+            for w in REFERENCES:
+                comp = r.tests.get(w, {}).get(p)
+                if comp is None:
+                    line += ["", "", "", ""]
+                else:
+                    line += [OUTCOME_OF[comp.verdict], _r(comp.p), _r(comp.p_holm), comp.reason]
+            out.append(line)
+    return formats.Table(title="Cells", columns=columns, rows=[], csv_columns=columns, csv_rows=out)
+
+
+def _r(v) -> Any:
+    return "" if v is None else round(float(v), 6)
+
+
+def stuck_cells(board: Board) -> List[str]:
+    """'row at column: state, detail' for every cell that has not converged."""
+    return [f"{r.label} at {p.label}: {c.regime.state}" + (f" ({c.regime.detail})" if c.regime.detail else "")
+            for r in board.rows for p in board.positions
+            for c in [r.cells.get(p)] if c is not None and not c.regime.converged]
+
+
+def markdown(board: Board, title: str = "Leaderboard") -> str:
+    unit = f" ({board.metric.unit})" if board.metric.unit else ""
+    facts = [f"profile {board.profile}" if board.profile else "",
+             f"{board.steps:,} updates" if board.steps else "",
+             f"{board.seeds} seeds per cell" if board.seeds else ""]
+    lines = [f"# {title}", "",
+             f"Test {board.metric.title}{unit}, mean ± std over the seeds, per task and compression ratio (D+1)/T; "
+             f"{', '.join(f for f in facts if f)}. {NOT_CONVERGED}: the cell has not converged (its tests are not "
+             "testable). Pareto-optimal rows (no other row has both a higher mean and less CPU time): "
+             f"{', '.join(board.row(n).label for n in board.pareto()) or MISSING}.", "",
+             formats.to_markdown(board_table(board)).rstrip("\n"), "",
+             f"**How to read it.** {RULE}", "",
+             "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
+             "regime, p-values and Holm-adjusted p-values), [`runs.csv`](runs.csv) and [`curves.csv`](curves.csv) "
+             "(the runs it is built from: `uwbench leaderboard --rebuild` remakes every file from them).", "",
+             "![Mean value against CPU time](pareto.png)", ""]
+    stuck = stuck_cells(board)
+    if stuck:
+        lines += ["**Cells not converged** (not testable at this budget):", ""] + [f"- {s}" for s in stuck] + [""]
+    return "\n".join(lines)
+
+
+def page_html(board: Board, title: str = "Leaderboard") -> str:
+    esc = html.escape
+    stuck = "".join(f"<li>{esc(s)}</li>" for s in stuck_cells(board))
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n"
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
+            f"<h1>{esc(title)}</h1>\n" + formats.to_html(board_table(board))
+            + f"<p>{esc(RULE.replace('**', ''))}</p>\n"
+            + (f"<p>Cells not converged:</p><ul>{stuck}</ul>\n" if stuck else "")
+            + "<img src=\"pareto.png\" alt=\"mean value against CPU time\">\n</body></html>\n")
+
+
+def pareto_figure(board: Board):
+    """Mean value over a row's columns against its mean CPU seconds per 100 updates; the Pareto-optimal
+    rows filled and joined, the others hollow."""
+    points = [(r, r.mean_cpu100(), r.mean_value()) for r in board.rows]
+    points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
+    if not points:
+        return None
+    front = set(board.pareto())
+    fig = figures._figure(7.0, 4.8)
+    ax = fig.subplots()
+    for (r, x, y), color in zip(points, figures._colors(len(points))):
+        on = r.name in front
+        ax.scatter([x], [y], s=60, color=color if on else "none", edgecolor=color if not on else "black",
+                   linewidth=1.0, zorder=3, label=r.label)
+        ax.annotate(r.label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    line = sorted((x, y) for r, x, y in points if r.name in front)
+    if len(line) > 1:
+        ax.step([p[0] for p in line], [p[1] for p in line], where="post", color="grey", linewidth=1.0,
+                linestyle="--", zorder=1, label="Pareto front")
+    ax.set_xlabel("CPU seconds per 100 updates (mean over the columns)")
+    unit = f" ({board.metric.unit})" if board.metric.unit else ""
+    ax.set_ylabel(f"test {board.metric.title}{unit} (mean over the columns)")
+    ax.set_title(f"Leaderboard: test {board.metric.title} against CPU time")
+    ax.legend(loc="best")
+    return fig
+
+
+def write(board: Board, folder: str, title: str = "Leaderboard") -> List[str]:
+    """Every board file into ``folder`` (the snapshot's own files are the caller's)."""
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    texts = {"board.md": markdown(board, title), "board.html": page_html(board, title)}
+    for name, table in (("board.csv", board_table(board)), ("cells.csv", cells_table(board))):
+        texts[name] = to_csv_text(table.csv_columns, [dict(zip(table.csv_columns, r)) for r in table.csv_rows])
+    for name, text in texts.items():
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        written.append(path)
+    fig = pareto_figure(board)
+    path = os.path.join(folder, "pareto.png")
+    if fig is not None:
+        written.append(figures.save_png(fig, path))
+    elif os.path.exists(path):
+        os.remove(path)
+    return written
