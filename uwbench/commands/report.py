@@ -60,6 +60,7 @@ def _write(args) -> int:
         paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))
     if not paths:
         raise ValueError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
+    from uwbench import leaderboard as lb
     from uwbench import spec as spec_mod
     from uwbench.tracking import mlflow as tracking
 
@@ -70,6 +71,10 @@ def _write(args) -> int:
                 sid = spec_mod.load(path).id
             except spec_mod.SpecError as exc:
                 print(f"skipped {path}: {exc}")
+                continue
+            if os.path.abspath(path) == os.path.abspath(lb.SUITE) or \
+                    os.path.exists(os.path.join(args.out, sid, "board.md")):
+                print(f"{sid}: the leaderboard's suite: `uwbench leaderboard --rebuild` writes its board")
                 continue
             has_csv = os.path.exists(os.path.join(args.out, sid, "runs.csv"))
             in_mlflow = args.source != "csv" and tracking.experiment_exists(sid, args.tracking_uri)
