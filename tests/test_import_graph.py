@@ -31,8 +31,10 @@ LAYERS = [
     {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.registry", "uwbench.theory",
      "uwbench.native", "uwbench.writing", "uwbench.tasks", "uwbench.models", "uwbench.axes", "uwbench.metrics", "uwbench.selection",
      "uwbench.analysis"},
-    {"uwbench.spec", "uwbench.training", "uwbench.tracking"},
-    {"uwbench.sweeps", "uwbench.bench", "uwbench.report"},
+    # the writer contract check trains a smoke model, so it sits with training, not with the writers
+    {"uwbench.spec", "uwbench.training", "uwbench.tracking", "uwbench.writing.contract"},
+    # the leaderboard reads a suite and builds its board from reports
+    {"uwbench.sweeps", "uwbench.bench", "uwbench.report", "uwbench.leaderboard"},
     {"uwbench.commands"},
     {"uwbench.cli", "uwbench.__main__"},
 ]
