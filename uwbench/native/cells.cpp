@@ -7,11 +7,14 @@
 //     z = gx + hh + gr      gx: the step's input projection (with the bias), hh = h_{t-1} W_hh,
 //                           gr = r_{t-1} W_read (each a (B, G) matrix with its own row stride)
 //
-// and keeps per row, in ``saved``, what its backward reads back (no transcendental is recomputed).
+// and keeps per row, in ``saved``, what its backward reads back (the LN-LSTM keeps its normalised gates and
+// recomputes the rest; the others keep their activations).
 // The backward writes dz (B, G) (with a row stride) and turns dc_t into dc_{t-1} in place; a cell with
 // parameters of its own (the layer norms' gains and shifts) adds their gradients to ``dparams``.
 #include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <vector>
 
 #include "vmath.h"
 
@@ -20,7 +23,9 @@ namespace {
 constexpr double kLnEps = 1e-12;  // TF's layer-norm variance epsilon
 constexpr double kForgetBias = 1.0;
 
+using uwb::sigmoid_row;
 using uwb::sigmoid_v;
+using uwb::tanh_row;
 using uwb::tanh_v;
 
 template <typename T>
@@ -38,146 +43,234 @@ inline void gate_sum(int G, const T* __restrict gx, const T* __restrict hh, cons
     for (int k = 0; k < G; ++k) z[k] += gr[k];
 }
 
-// Layer norm of x (H): mean and 1 / sqrt(var + eps), the biased variance.
-template <typename T> inline void moments(int H, const T* __restrict x, T& mean, T& rstd) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int u = 0; u < H; ++u) s += x[u];
-  mean = s / T(H);
+// ---- layer-norm LSTM (TF LayerNormBasicLSTMCell)
+//
+// Its rows are worked on padded to Hp = H rounded up to 16 values (uwb::kRowAlign: one 64-byte line of
+// floats), in buffers of the kernel's own, so that every vector loop over a row runs whole vectors (the
+// rest of a row of 125 would otherwise run lane by lane, the transcendentals included) and sigmoid and
+// tanh run on whole rows (vmath.h). What is padded is zero (the parameters, the inputs), and the sums
+// divide by H.
+//
+// params (10 H): [gate gains 4 x H | gate shifts 4 x H (the forget bias folded into f's) | cell gain H |
+// cell shift H]. saved per row (4 Hp + 16): [normalised gates y 4 x Hp | gate rstds 4 | cell mean, cell
+// rstd | unused]: the backward recomputes the activations, the cell and tanh(c) from these and c_{t-1},
+// which costs less than keeping them (they would not fit in the caches between forward and backward;
+// benchmarks/README.md).
+inline int padded(int H) { return (H + uwb::kRowAlign - 1) / uwb::kRowAlign * uwb::kRowAlign; }
+int ln_lstm_saved(int H) { return 4 * padded(H) + 16; }
+
+// The parameters in padded rows (10 Hp), in their order: [gains 4 | shifts 4 | cell gain | cell shift].
+template <typename T> void pad_params(int H, int Hp, const T* params, T* out) {
+  for (int k = 0; k < 10; ++k)
+    for (int u = 0; u < Hp; ++u) out[k * Hp + u] = u < H ? params[k * H + u] : T(0);
+}
+
+template <typename T> inline void load_row(int H, int Hp, const T* src, T* __restrict dst) {
+  for (int u = 0; u < H; ++u) dst[u] = src[u];
+  for (int u = H; u < Hp; ++u) dst[u] = T(0);
+}
+
+// 1 / sqrt(var + eps) (the biased variance) of x[0, H) about its mean, x padded to Hp (the pad is set
+// to the mean, so the centred pass also runs over whole vectors).
+template <typename T> inline T centred_rstd(int H, int Hp, T* __restrict x, T mean) {
+  for (int u = H; u < Hp; ++u) x[u] = mean;
   T v = 0;
 #pragma omp simd reduction(+ : v)
-  for (int u = 0; u < H; ++u) {
+  for (int u = 0; u < Hp; ++u) {
     T c = x[u] - mean;
     v += c * c;
   }
-  rstd = T(1) / std::sqrt(v / T(H) + T(kLnEps));
+  return T(1) / std::sqrt(v / T(H) + T(kLnEps));
 }
 
-// Backward of y = (x - mean) rstd, out = y g + s: dout (H) -> dx (H); adds dg, ds.
+// Mean and 1 / sqrt(var + eps) of x[0, H), x padded with zeros to Hp (the pad is changed).
+template <typename T> inline void moments(int H, int Hp, T* __restrict x, T& mean, T& rstd) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int u = 0; u < Hp; ++u) s += x[u];
+  mean = s / T(H);
+  rstd = centred_rstd(H, Hp, x, mean);
+}
+
+// z = gx + hh + gr (hh, gr optional) into z (Hp, zero in the pad); returns the mean of z[0, H).
 template <typename T>
-inline void ln_backward(int H, const T* x, T mean, T rstd, const T* g, const T* dout, T* __restrict dx,
-                        T* __restrict dg, T* __restrict ds) {
+inline T gate_sum_mean(int H, int Hp, const T* __restrict gx, const T* __restrict hh, const T* __restrict gr,
+                       T* __restrict z) {
+  T s = 0;
+  if (hh && gr) {
+#pragma omp simd reduction(+ : s)
+    for (int u = 0; u < H; ++u) s += (z[u] = gx[u] + hh[u] + gr[u]);
+  } else if (hh) {
+#pragma omp simd reduction(+ : s)
+    for (int u = 0; u < H; ++u) s += (z[u] = gx[u] + hh[u]);
+  } else {
+    gate_sum(H, gx, hh, gr, z);
+#pragma omp simd reduction(+ : s)
+    for (int u = 0; u < H; ++u) s += z[u];
+  }
+  for (int u = H; u < Hp; ++u) z[u] = T(0);
+  return s / T(H);
+}
+
+// Backward of out = y g + s, y = (x - mean) rstd, for padded rows (g zero in the pad): dout -> dx;
+// adds dg, ds. dx's pad is not meaningful.
+template <typename T>
+inline void ln_backward(int H, int Hp, const T* __restrict y, T rstd, const T* __restrict g,
+                        const T* __restrict dout, T* __restrict dx, T* __restrict dg, T* __restrict ds) {
   T mdy = 0, mdyy = 0;
 #pragma omp simd reduction(+ : mdy, mdyy)
-  for (int u = 0; u < H; ++u) {
-    T y = (x[u] - mean) * rstd;
+  for (int u = 0; u < Hp; ++u) {
     T dy = dout[u] * g[u];
-    dg[u] += dout[u] * y;
+    dg[u] += dout[u] * y[u];
     ds[u] += dout[u];
     mdy += dy;
-    mdyy += dy * y;
+    mdyy += dy * y[u];
   }
   mdy /= T(H);
   mdyy /= T(H);
 #pragma omp simd
-  for (int u = 0; u < H; ++u) {
-    T y = (x[u] - mean) * rstd;
-    dx[u] = rstd * (dout[u] * g[u] - mdy - y * mdyy);
-  }
+  for (int u = 0; u < Hp; ++u) dx[u] = rstd * (dout[u] * g[u] - mdy - y[u] * mdyy);
 }
 
-// ---- layer-norm LSTM (TF LayerNormBasicLSTMCell)
-// params (10 H): [gate gains 4 x H | gate shifts 4 x H (the forget bias folded into f's) | cell gain H |
-// cell shift H]. saved per row (10 H + 10): [z 4H | activations i, j, f, o 4H | gate means 4 | gate
-// rstds 4 | pre-norm cell H | cell mean | cell rstd | tanh(c) H].
-int ln_lstm_saved(int H) { return 10 * H + 10; }
+// The gate activations i, j, f, o (4 x Hp) from the normalised gates y: sigmoid, except tanh for j.
+template <typename T>
+inline void gate_activations(int Hp, const T* __restrict y, const T* __restrict gain, const T* __restrict shift,
+                             T* __restrict act) {
+#pragma omp simd
+  for (int u = 0; u < 4 * Hp; ++u) act[u] = y[u] * gain[u] + shift[u];
+  sigmoid_row(Hp, act);
+  tanh_row(Hp, act + Hp);
+  sigmoid_row(2 * Hp, act + 2 * Hp);
+}
+
+// The cell's pre-norm value c f + i j into cpre (Hp; zero in the pad) from the activations and c_{t-1}.
+template <typename T>
+inline void cell_pre(int Hp, const T* __restrict act, const T* __restrict cp, T* __restrict cpre) {
+#pragma omp simd
+  for (int u = 0; u < Hp; ++u) cpre[u] = cp[u] * act[2 * Hp + u] + act[u] * act[Hp + u];
+}
 
 template <typename T>
 void ln_lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, const T* gr, long ld_gr,
                  const T* c_prev, const T* params, T* h_out, T* c_out, T* saved) {
   uwb::FlushSubnormals flush;  // see vmath.h
-  const int G = 4 * H, S = ln_lstm_saved(H);
-  const T* gain = params;
-  const T* shift = params + G;
-  const T* cgain = params + 2 * G;
-  const T* cshift = cgain + H;
+  const int Hp = padded(H), S = ln_lstm_saved(H);
+  std::vector<T> buf(17 * (size_t)Hp);
+  T* pp = buf.data();      // padded parameters, 10 Hp
+  T* act = pp + 10 * Hp;   // 4 Hp
+  T* cp = act + 4 * Hp;    // c_{t-1}, Hp
+  T* cell = cp + Hp;       // pre-norm cell, then c, Hp
+  T* h = cell + Hp;        // Hp
+  pad_params(H, Hp, params, pp);
+  const T* cgain = pp + 8 * Hp;
+  const T* cshift = pp + 9 * Hp;
   for (int b = 0; b < B; ++b) {
-    T* sv = saved + (size_t)b * S;
-    T* z = sv;
-    T* act = sv + G;
-    T* mean = act + G;
-    T* rstd = mean + 4;
-    T* cpre = rstd + 4;
-    T* cstat = cpre + H;
-    T* tc = cstat + 2;
-    gate_sum(G, gx + b * ld_gx, hh ? hh + b * ld_hh : nullptr, gr ? gr + b * ld_gr : nullptr, z);
-    for (int k = 0; k < 4; ++k) {  // z -> LN(z) g + s -> i, j, f, o
-      const T* zk = z + k * H;
-      moments(H, zk, mean[k], rstd[k]);
-      T* __restrict ak = act + k * H;
-      const T* gk = gain + k * H;
-      const T* sk = shift + k * H;
-      const T m = mean[k], rs = rstd[k];
-      if (k == 1) {
+    T* y = saved + (size_t)b * S;
+    T* st = y + 4 * Hp;
+    for (int k = 0; k < 4; ++k) {  // z = gx + hh + gr -> y = (z - mean) rstd -> the activation
+      T* __restrict yk = y + k * Hp;
+      const T mean = gate_sum_mean(H, Hp, gx + b * ld_gx + k * H, hh ? hh + b * ld_hh + k * H : nullptr,
+                                   gr ? gr + b * ld_gr + k * H : nullptr, yk);
+      const T rs = centred_rstd(H, Hp, yk, mean);
+      st[k] = rs;
+      const T* gk = pp + k * Hp;
+      const T* sk = pp + (4 + k) * Hp;
+      T* __restrict ak = act + k * Hp;
 #pragma omp simd
-        for (int u = 0; u < H; ++u) ak[u] = tanh_v((zk[u] - m) * rs * gk[u] + sk[u]);
-      } else {
-#pragma omp simd
-        for (int u = 0; u < H; ++u) ak[u] = sigmoid_v((zk[u] - m) * rs * gk[u] + sk[u]);
+      for (int u = 0; u < Hp; ++u) {
+        T v = (yk[u] - mean) * rs;
+        yk[u] = v;
+        ak[u] = v * gk[u] + sk[u];
       }
+      if (k == 1)
+        tanh_row(Hp, ak);
+      else
+        sigmoid_row(Hp, ak);
     }
-    const T* cp = c_prev + (size_t)b * H;
+    load_row(H, Hp, c_prev + (size_t)b * H, cp);
+    cell_pre(Hp, act, cp, cell);
+    moments(H, Hp, cell, st[4], st[5]);
+    const T cm = st[4], crs = st[5];
 #pragma omp simd
-    for (int u = 0; u < H; ++u) cpre[u] = cp[u] * act[2 * H + u] + act[u] * act[H + u];  // c f + i tanh(j)
-    moments(H, cpre, cstat[0], cstat[1]);
-    T* __restrict co = c_out + (size_t)b * H;
-    T* __restrict ho = h_out + (size_t)b * H;
+    for (int u = 0; u < Hp; ++u) h[u] = cell[u] = (cell[u] - cm) * crs * cgain[u] + cshift[u];  // c is normalised
+    tanh_row(Hp, h);
 #pragma omp simd
-    for (int u = 0; u < H; ++u) {
-      co[u] = (cpre[u] - cstat[0]) * cstat[1] * cgain[u] + cshift[u];  // the stored cell is normalised
-      tc[u] = tanh_v(co[u]);
-      ho[u] = tc[u] * act[3 * H + u];
-    }
+    for (int u = 0; u < Hp; ++u) h[u] *= act[3 * Hp + u];
+    std::memcpy(c_out + (size_t)b * H, cell, sizeof(T) * H);
+    std::memcpy(h_out + (size_t)b * H, h, sizeof(T) * H);
+  }
+}
+
+// One row's backward, after the forward's values are recomputed: dh, dc (Hp) -> dzn, the gradient of
+// the gates' layer-norm outputs (4 Hp), and dc_{t-1} into dc (Hp); adds the cell norm's dgain, dshift.
+template <typename T>
+inline void cell_backward(int H, int Hp, const T* __restrict act, const T* __restrict cp, const T* __restrict yc,
+                          const T* __restrict tc, T crs, const T* cgain, const T* dh, T* dc, T* dzn, T* dcpre,
+                          T* dcgain, T* dcshift) {
+#pragma omp simd
+  for (int u = 0; u < Hp; ++u) {  // h = tanh(c) o
+    T o = act[3 * Hp + u];
+    dzn[3 * Hp + u] = dh[u] * tc[u] * o * (T(1) - o);
+    dc[u] = dc[u] + dh[u] * o * (T(1) - tc[u] * tc[u]);  // the gradient of the normalised cell
+  }
+  ln_backward(H, Hp, yc, crs, cgain, dc, dcpre, dcgain, dcshift);
+#pragma omp simd
+  for (int u = 0; u < Hp; ++u) {  // c' = c f + i j
+    T i = act[u], j = act[Hp + u], f = act[2 * Hp + u];
+    T g = dcpre[u];
+    dzn[u] = g * j * i * (T(1) - i);
+    dzn[Hp + u] = g * i * (T(1) - j * j);
+    dzn[2 * Hp + u] = g * cp[u] * f * (T(1) - f);
+    dc[u] = g * f;
   }
 }
 
 template <typename T>
 void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params, const T* dh, T* dc, T* dz,
-                 long ld_dz, T* dparams, T* scratch) {
+                 long ld_dz, T* dparams, T*) {
   uwb::FlushSubnormals flush;  // see vmath.h
-  const int G = 4 * H, S = ln_lstm_saved(H);
-  const T* gain = params;
-  const T* cgain = params + 2 * G;
-  T* dgain = dparams;
-  T* dshift = dparams + G;
-  T* dcgain = dparams + 2 * G;
-  T* dcshift = dcgain + H;
-  T* dcn = scratch;        // H
-  T* dcpre = scratch + H;  // H
-  T* dzn = scratch + 2 * H;  // 4H
+  const int Hp = padded(H), S = ln_lstm_saved(H);
+  std::vector<T> buf(37 * (size_t)Hp);
+  T* pp = buf.data();           // padded parameters, 10 Hp
+  T* dpp = pp + 10 * Hp;        // their gradients, 10 Hp
+  T* act = dpp + 10 * Hp;       // 4 Hp
+  T* dzn = act + 4 * Hp;        // 4 Hp
+  T* cp = dzn + 4 * Hp;         // c_{t-1}
+  T* yc = cp + Hp;              // the normalised cell
+  T* tc = yc + Hp;              // tanh(c)
+  T* dhl = tc + Hp;             // dh
+  T* dcl = dhl + Hp;            // dc
+  T* dtmp = dcl + Hp;           // dcpre, then each gate's dz
+  pad_params(H, Hp, params, pp);
+  const T* cgain = pp + 8 * Hp;
+  const T* cshift = pp + 9 * Hp;
   for (int b = 0; b < B; ++b) {
-    const T* sv = saved + (size_t)b * S;
-    const T* z = sv;
-    const T* act = sv + G;
-    const T* mean = act + G;
-    const T* rstd = mean + 4;
-    const T* cpre = rstd + 4;
-    const T* cstat = cpre + H;
-    const T* tc = cstat + 2;
-    const T* dhb = dh + (size_t)b * H;
-    T* dcb = dc + (size_t)b * H;
-    const T* cp = c_prev + (size_t)b * H;
+    const T* y = saved + (size_t)b * S;
+    const T* st = y + 4 * Hp;
+    gate_activations(Hp, y, pp, pp + 4 * Hp, act);
+    load_row(H, Hp, c_prev + (size_t)b * H, cp);
+    cell_pre(Hp, act, cp, yc);
+    const T cm = st[4], crs = st[5];
 #pragma omp simd
-    for (int u = 0; u < H; ++u) {  // h = tanh(c) o
-      T o = act[3 * H + u];
-      dzn[3 * H + u] = dhb[u] * tc[u] * o * (T(1) - o);
-      dcn[u] = dcb[u] + dhb[u] * o * (T(1) - tc[u] * tc[u]);
+    for (int u = 0; u < Hp; ++u) {
+      T v = (yc[u] - cm) * crs;
+      yc[u] = v;
+      tc[u] = v * cgain[u] + cshift[u];
     }
-    ln_backward(H, cpre, cstat[0], cstat[1], cgain, dcn, dcpre, dcgain, dcshift);
-#pragma omp simd
-    for (int u = 0; u < H; ++u) {  // c' = c f + i j
-      T i = act[u], j = act[H + u], f = act[2 * H + u];
-      T g = dcpre[u];
-      dzn[u] = g * j * i * (T(1) - i);
-      dzn[H + u] = g * i * (T(1) - j * j);
-      dzn[2 * H + u] = g * cp[u] * f * (T(1) - f);
-      dcb[u] = g * f;
-    }
+    tanh_row(Hp, tc);
+    for (int u = H; u < Hp; ++u) yc[u] = T(0);
+    load_row(H, Hp, dh + (size_t)b * H, dhl);
+    load_row(H, Hp, dc + (size_t)b * H, dcl);
+    cell_backward(H, Hp, act, cp, yc, tc, crs, cgain, dhl, dcl, dzn, dtmp, dpp + 8 * Hp, dpp + 9 * Hp);
+    std::memcpy(dc + (size_t)b * H, dcl, sizeof(T) * H);
     T* dzb = dz + (size_t)b * ld_dz;
-    for (int k = 0; k < 4; ++k)
-      ln_backward(H, z + k * H, mean[k], rstd[k], gain + k * H, dzn + k * H, dzb + k * H, dgain + k * H,
-                  dshift + k * H);
+    for (int k = 0; k < 4; ++k) {
+      ln_backward(H, Hp, y + k * Hp, st[k], pp + k * Hp, dzn + k * Hp, dtmp, dpp + k * Hp, dpp + (4 + k) * Hp);
+      std::memcpy(dzb + k * H, dtmp, sizeof(T) * H);
+    }
   }
+  for (int k = 0; k < 10; ++k)
+    for (int u = 0; u < H; ++u) dparams[k * H + u] += dpp[k * Hp + u];
 }
 
 // ---- LSTM (TF LSTMCell, forget bias 1; the bias is in gx). saved per row: [i, j, f, o 4H | tanh(c) H].
