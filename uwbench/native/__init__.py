@@ -49,13 +49,14 @@ KERNELS: Dict[str, Tuple[str, int]] = {
     "cuw": ("attention", 3),  # H, read_size, A
 }
 FLOAT_TYPES = ("f32", "f64")
-TYPED = ("fwd", "bwd")
+TYPED = ("fwd", "bwd", "bwd_ld")
 _i, _l, _d, _p = ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
 # family -> entry -> (argument types before the size arguments, argument types after them, result type)
 SIGNATURES: Dict[str, Dict[str, Tuple[List, List, Optional[type]]]] = {
     "cell": {  # (B, H, gx, ld_gx, hh, ld_hh, gr, ld_gr, c_prev, params, h_out, c_out, saved) and its backward
         "fwd": ([_i], [_p, _l, _p, _l, _p, _l, _p, _p, _p, _p, _p], None),
         "bwd": ([_i], [_p, _p, _p, _p, _p, _p, _p, _l, _p, _p], None),
+        "bwd_ld": ([_i], [_p, _p, _p, _p, _p, _l, _p, _p, _l, _p, _p], None),  # bwd with dh's row stride
         "saved_size": ([], [], _i), "gate_size": ([], [], _i), "params_size": ([], [], _i),
     },
     "memory": {  # (B, sizes, write, clip, xi, state_prev, state_next, r) and its backward

@@ -226,8 +226,8 @@ inline void cell_backward(int H, int Hp, const T* __restrict act, const T* __res
 }
 
 template <typename T>
-void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params, const T* dh, T* dc, T* dz,
-                 long ld_dz, T* dparams, T*) {
+void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params, const T* dh, long ld_dh, T* dc,
+                 T* dz, long ld_dz, T* dparams, T*) {
   uwb::FlushSubnormals flush;  // see vmath.h
   const int Hp = padded(H), S = ln_lstm_saved(H);
   std::vector<T> buf(37 * (size_t)Hp);
@@ -259,7 +259,7 @@ void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params,
     }
     tanh_row(Hp, tc);
     for (int u = H; u < Hp; ++u) yc[u] = T(0);
-    load_row(H, Hp, dh + (size_t)b * H, dhl);
+    load_row(H, Hp, dh + (size_t)b * ld_dh, dhl);
     load_row(H, Hp, dc + (size_t)b * H, dcl);
     cell_backward(H, Hp, act, cp, yc, tc, crs, cgain, dhl, dcl, dzn, dtmp, dpp + 8 * Hp, dpp + 9 * Hp);
     std::memcpy(dc + (size_t)b * H, dcl, sizeof(T) * H);
@@ -301,14 +301,14 @@ void lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, co
 }
 
 template <typename T>
-void lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T*, const T* dh, T* dc, T* dz, long ld_dz,
-              T*, T*) {
+void lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T*, const T* dh, long ld_dh, T* dc, T* dz,
+              long ld_dz, T*, T*) {
   uwb::FlushSubnormals flush;  // see vmath.h
   const int G = 4 * H;
   for (int b = 0; b < B; ++b) {
     const T* act = saved + (size_t)b * lstm_saved(H);
     const T* tc = act + G;
-    const T* dhb = dh + (size_t)b * H;
+    const T* dhb = dh + (size_t)b * ld_dh;
     const T* cp = c_prev + (size_t)b * H;
     T* dcb = dc + (size_t)b * H;
     T* dzb = dz + (size_t)b * ld_dz;
@@ -341,11 +341,11 @@ void rnn_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, con
 }
 
 template <typename T>
-void rnn_bwd_h(int B, int H, const T* h_out, const T* dh, T* dz, long ld_dz) {
+void rnn_bwd_h(int B, int H, const T* h_out, const T* dh, long ld_dh, T* dz, long ld_dz) {
   uwb::FlushSubnormals flush;  // see vmath.h
   for (int b = 0; b < B; ++b) {
     const T* hb = h_out + (size_t)b * H;
-    const T* dhb = dh + (size_t)b * H;
+    const T* dhb = dh + (size_t)b * ld_dh;
     T* dzb = dz + (size_t)b * ld_dz;
     for (int u = 0; u < H; ++u) dzb[u] = dhb[u] * (T(1) - hb[u] * hb[u]);
   }
@@ -355,7 +355,10 @@ void rnn_bwd_h(int B, int H, const T* h_out, const T* dh, T* dz, long ld_dz) {
 
 // One ABI for every cell: <cell>_saved(H), <cell>_fwd_<t>(B, H, gx, ld_gx, hh, ld_hh, gr, ld_gr, c_prev,
 // params, h_out, c_out, saved), <cell>_bwd_<t>(B, H, c_prev, h_out, saved, params, dh, dc, dz, ld_dz,
-// dparams, scratch) with scratch of 6 H. A cell without a memory cell (rnn) ignores c_prev, c_out and dc.
+// dparams, scratch) with scratch of 6 H, and <cell>_bwd_ld_<t>, the same backward with dh's row stride
+// after dh (..., dh, ld_dh, dc, ...): the LSTM baseline's driver keeps dh in rows padded to a multiple of
+// 16, where the product that makes it runs faster. A cell without a memory cell (rnn) ignores c_prev,
+// c_out and dc.
 #define UWB_CELL(NAME, T, SFX)                                                                              \
   void NAME##_fwd_##SFX(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh, const T* gr,     \
                         long ld_gr, const T* c_prev, const T* params, T* h_out, T* c_out, T* saved) {    \
@@ -383,14 +386,26 @@ UWB_CELL(rnn, double, f64)
 #define UWB_CELL_BWD(NAME, T, SFX)                                                                          \
   void NAME##_bwd_##SFX(int B, int H, const T* c_prev, const T*, const T* saved, const T* params, const T* dh, \
                         T* dc, T* dz, long ld_dz, T* dparams, T* scratch) {                                    \
-    NAME##_bwd<T>(B, H, c_prev, saved, params, dh, dc, dz, ld_dz, dparams, scratch);                          \
+    NAME##_bwd<T>(B, H, c_prev, saved, params, dh, H, dc, dz, ld_dz, dparams, scratch);                       \
+  }                                                                                                           \
+  void NAME##_bwd_ld_##SFX(int B, int H, const T* c_prev, const T*, const T* saved, const T* params,          \
+                           const T* dh, long ld_dh, T* dc, T* dz, long ld_dz, T* dparams, T* scratch) {       \
+    NAME##_bwd<T>(B, H, c_prev, saved, params, dh, ld_dh, dc, dz, ld_dz, dparams, scratch);                   \
   }
 UWB_CELL_BWD(ln_lstm, float, f32)
 UWB_CELL_BWD(ln_lstm, double, f64)
 UWB_CELL_BWD(lstm, float, f32)
 UWB_CELL_BWD(lstm, double, f64)
 void rnn_bwd_f32(int B, int H, const float*, const float* h_out, const float*, const float*, const float* dh,
-                 float*, float* dz, long ld_dz, float*, float*) { rnn_bwd_h<float>(B, H, h_out, dh, dz, ld_dz); }
+                 float*, float* dz, long ld_dz, float*, float*) { rnn_bwd_h<float>(B, H, h_out, dh, H, dz, ld_dz); }
 void rnn_bwd_f64(int B, int H, const double*, const double* h_out, const double*, const double*, const double* dh,
-                 double*, double* dz, long ld_dz, double*, double*) { rnn_bwd_h<double>(B, H, h_out, dh, dz, ld_dz); }
+                 double*, double* dz, long ld_dz, double*, double*) { rnn_bwd_h<double>(B, H, h_out, dh, H, dz, ld_dz); }
+void rnn_bwd_ld_f32(int B, int H, const float*, const float* h_out, const float*, const float*, const float* dh,
+                    long ld_dh, float*, float* dz, long ld_dz, float*, float*) {
+  rnn_bwd_h<float>(B, H, h_out, dh, ld_dh, dz, ld_dz);
+}
+void rnn_bwd_ld_f64(int B, int H, const double*, const double* h_out, const double*, const double*, const double* dh,
+                    long ld_dh, double*, double* dz, long ld_dz, double*, double*) {
+  rnn_bwd_h<double>(B, H, h_out, dh, ld_dh, dz, ld_dz);
+}
 }
