@@ -27,6 +27,10 @@ using uwb::sigmoid_row;
 using uwb::sigmoid_v;
 using uwb::tanh_row;
 using uwb::tanh_v;
+using uwb::Vector;
+using uwb::hsum;
+using uwb::load_v;
+using uwb::store_v;
 
 template <typename T>
 inline void gate_sum(int G, const T* __restrict gx, const T* __restrict hh, const T* __restrict gr,
@@ -65,71 +69,101 @@ template <typename T> void pad_params(int H, int Hp, const T* params, T* out) {
     for (int u = 0; u < Hp; ++u) out[k * Hp + u] = u < H ? params[k * H + u] : T(0);
 }
 
+// dst[0, n) = src[0, n) (apart) by whole vectors, the last one overlapping the one before: a copy loop
+// would become a call to memmove, which costs more than the copy at these lengths.
+template <typename T> inline void copy_row(int n, const T* __restrict src, T* __restrict dst) {
+  typedef typename Vector<T>::type V;
+  constexpr int L = Vector<T>::lanes;
+  if (n < L) {
+    for (int u = 0; u < n; ++u) dst[u] = src[u];
+    return;
+  }
+  int u = 0;
+  for (; u + L <= n; u += L) store_v(dst + u, load_v<V>(src + u));
+  if (u < n) store_v(dst + n - L, load_v<V>(src + n - L));
+}
+
+// A row of H into a padded row of Hp, the pad zero.
 template <typename T> inline void load_row(int H, int Hp, const T* src, T* __restrict dst) {
-  for (int u = 0; u < H; ++u) dst[u] = src[u];
+  copy_row(H, src, dst);
   for (int u = H; u < Hp; ++u) dst[u] = T(0);
 }
 
-// 1 / sqrt(var + eps) (the biased variance) of x[0, H) about its mean, x padded to Hp (the pad is set
-// to the mean, so the centred pass also runs over whole vectors).
-template <typename T> inline T centred_rstd(int H, int Hp, T* __restrict x, T mean) {
-  for (int u = H; u < Hp; ++u) x[u] = mean;
-  T v = 0;
-#pragma omp simd reduction(+ : v)
-  for (int u = 0; u < Hp; ++u) {
-    T c = x[u] - mean;
-    v += c * c;
-  }
-  return T(1) / std::sqrt(v / T(H) + T(kLnEps));
-}
-
-// Mean and 1 / sqrt(var + eps) of x[0, H), x padded with zeros to Hp (the pad is changed).
-template <typename T> inline void moments(int H, int Hp, T* __restrict x, T& mean, T& rstd) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int u = 0; u < Hp; ++u) s += x[u];
-  mean = s / T(H);
-  rstd = centred_rstd(H, Hp, x, mean);
-}
-
-// z = gx + hh + gr (hh, gr optional) into z (Hp, zero in the pad); returns the mean of z[0, H).
+// z = gx + hh + gr (hh, gr optional) into z (Hp, zero in the pad), as copy_row.
 template <typename T>
-inline T gate_sum_mean(int H, int Hp, const T* __restrict gx, const T* __restrict hh, const T* __restrict gr,
-                       T* __restrict z) {
-  T s = 0;
-  if (hh && gr) {
-#pragma omp simd reduction(+ : s)
-    for (int u = 0; u < H; ++u) s += (z[u] = gx[u] + hh[u] + gr[u]);
-  } else if (hh) {
-#pragma omp simd reduction(+ : s)
-    for (int u = 0; u < H; ++u) s += (z[u] = gx[u] + hh[u]);
-  } else {
+inline void add_row(int H, int Hp, const T* __restrict gx, const T* __restrict hh, const T* __restrict gr,
+                    T* __restrict z) {
+  typedef typename Vector<T>::type V;
+  constexpr int L = Vector<T>::lanes;
+  if (H < L) {
     gate_sum(H, gx, hh, gr, z);
-#pragma omp simd reduction(+ : s)
-    for (int u = 0; u < H; ++u) s += z[u];
+  } else {
+    for (int u = 0;; u += L) {
+      if (u + L > H) u = H - L;  // the last vector, overlapping
+      V v = load_v<V>(gx + u);
+      if (hh) v += load_v<V>(hh + u);
+      if (gr) v += load_v<V>(gr + u);
+      store_v(z + u, v);
+      if (u + L == H) break;
+    }
   }
   for (int u = H; u < Hp; ++u) z[u] = T(0);
-  return s / T(H);
 }
 
-// Backward of out = y g + s, y = (x - mean) rstd, for padded rows (g zero in the pad): dout -> dx;
-// adds dg, ds. dx's pad is not meaningful.
-template <typename T>
-inline void ln_backward(int H, int Hp, const T* __restrict y, T rstd, const T* __restrict g,
-                        const T* __restrict dout, T* __restrict dx, T* __restrict dg, T* __restrict ds) {
-  T mdy = 0, mdyy = 0;
-#pragma omp simd reduction(+ : mdy, mdyy)
-  for (int u = 0; u < Hp; ++u) {
-    T dy = dout[u] * g[u];
-    dg[u] += dout[u] * y[u];
-    ds[u] += dout[u];
-    mdy += dy;
-    mdyy += dy * y[u];
+// Mean and 1 / sqrt(var + eps) (the biased variance) of x[0, H) for the n rows x + k Hp (n <= 4), each
+// padded with zeros to Hp (the pad is set to the row's mean, so the centred pass runs over whole vectors
+// too); the rows' sums are independent, so they run side by side.
+template <typename T> inline void moments(int n, int H, int Hp, T* __restrict x, T* mean, T* rstd) {
+  typedef typename Vector<T>::type V;
+  constexpr int L = Vector<T>::lanes;
+  V s[4] = {}, v[4] = {};
+  for (int u = 0; u < Hp; u += L)
+#pragma GCC unroll 4
+    for (int k = 0; k < n; ++k) s[k] += load_v<V>(x + k * Hp + u);
+  for (int k = 0; k < n; ++k) {
+    mean[k] = hsum<T>(s[k]) / T(H);
+    for (int u = H; u < Hp; ++u) x[k * Hp + u] = mean[k];
   }
-  mdy /= T(H);
-  mdyy /= T(H);
-#pragma omp simd
-  for (int u = 0; u < Hp; ++u) dx[u] = rstd * (dout[u] * g[u] - mdy - y[u] * mdyy);
+  for (int u = 0; u < Hp; u += L)
+#pragma GCC unroll 4
+    for (int k = 0; k < n; ++k) {
+      V c = load_v<V>(x + k * Hp + u) - mean[k];
+      v[k] += c * c;
+    }
+  for (int k = 0; k < n; ++k) rstd[k] = T(1) / std::sqrt(hsum<T>(v[k]) / T(H) + T(kLnEps));
+}
+
+// Backward of out = y g + s, y = (x - mean) rstd, for the n rows (n <= 4) at k Hp of y, g, dout, dx, dg
+// and ds (padded, g zero in the pad): dout -> dx; adds dg, ds. dx's pad is not meaningful.
+template <typename T>
+inline void ln_backward(int n, int H, int Hp, const T* __restrict y, const T* rstd, const T* __restrict g,
+                        const T* __restrict dout, T* __restrict dx, T* __restrict dg, T* __restrict ds) {
+  typedef typename Vector<T>::type V;
+  constexpr int L = Vector<T>::lanes;
+  V a[4] = {}, c[4] = {};  // sums of dy and of dy y
+  for (int u = 0; u < Hp; u += L)
+#pragma GCC unroll 4
+    for (int k = 0; k < n; ++k) {
+      const int i = k * Hp + u;
+      const V d = load_v<V>(dout + i), yy = load_v<V>(y + i);
+      const V dy = d * load_v<V>(g + i);
+      store_v(dg + i, load_v<V>(dg + i) + d * yy);
+      store_v(ds + i, load_v<V>(ds + i) + d);
+      a[k] += dy;
+      c[k] += dy * yy;
+    }
+  T mdy[4], mdyy[4];
+  for (int k = 0; k < n; ++k) {
+    mdy[k] = hsum<T>(a[k]) / T(H);
+    mdyy[k] = hsum<T>(c[k]) / T(H);
+  }
+  for (int u = 0; u < Hp; u += L)
+#pragma GCC unroll 4
+    for (int k = 0; k < n; ++k) {
+      const int i = k * Hp + u;
+      const V dy = load_v<V>(dout + i) * load_v<V>(g + i);
+      store_v(dx + i, rstd[k] * (dy - mdy[k] - load_v<V>(y + i) * mdyy[k]));
+    }
 }
 
 // The gate activations i, j, f, o (4 x Hp) from the normalised gates y: sigmoid, except tanh for j.
@@ -167,18 +201,20 @@ void ln_lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh,
   for (int b = 0; b < B; ++b) {
     T* y = saved + (size_t)b * S;
     T* st = y + 4 * Hp;
-    for (int k = 0; k < 4; ++k) {  // z = gx + hh + gr -> y = (z - mean) rstd -> the activation
+    for (int k = 0; k < 4; ++k)  // z = gx + hh + gr
+      add_row(H, Hp, gx + b * ld_gx + k * H, hh ? hh + b * ld_hh + k * H : nullptr,
+              gr ? gr + b * ld_gr + k * H : nullptr, y + k * Hp);
+    T mean[4];
+    moments(4, H, Hp, y, mean, st);
+    for (int k = 0; k < 4; ++k) {  // y = (z - mean) rstd -> the activation
       T* __restrict yk = y + k * Hp;
-      const T mean = gate_sum_mean(H, Hp, gx + b * ld_gx + k * H, hh ? hh + b * ld_hh + k * H : nullptr,
-                                   gr ? gr + b * ld_gr + k * H : nullptr, yk);
-      const T rs = centred_rstd(H, Hp, yk, mean);
-      st[k] = rs;
+      const T rs = st[k];
       const T* gk = pp + k * Hp;
       const T* sk = pp + (4 + k) * Hp;
       T* __restrict ak = act + k * Hp;
 #pragma omp simd
       for (int u = 0; u < Hp; ++u) {
-        T v = (yk[u] - mean) * rs;
+        T v = (yk[u] - mean[k]) * rs;
         yk[u] = v;
         ak[u] = v * gk[u] + sk[u];
       }
@@ -189,15 +225,15 @@ void ln_lstm_fwd(int B, int H, const T* gx, long ld_gx, const T* hh, long ld_hh,
     }
     load_row(H, Hp, c_prev + (size_t)b * H, cp);
     cell_pre(Hp, act, cp, cell);
-    moments(H, Hp, cell, st[4], st[5]);
+    moments(1, H, Hp, cell, st + 4, st + 5);
     const T cm = st[4], crs = st[5];
 #pragma omp simd
     for (int u = 0; u < Hp; ++u) h[u] = cell[u] = (cell[u] - cm) * crs * cgain[u] + cshift[u];  // c is normalised
     tanh_row(Hp, h);
 #pragma omp simd
     for (int u = 0; u < Hp; ++u) h[u] *= act[3 * Hp + u];
-    std::memcpy(c_out + (size_t)b * H, cell, sizeof(T) * H);
-    std::memcpy(h_out + (size_t)b * H, h, sizeof(T) * H);
+    copy_row(H, cell, c_out + (size_t)b * H);
+    copy_row(H, h, h_out + (size_t)b * H);
   }
 }
 
@@ -213,7 +249,7 @@ inline void cell_backward(int H, int Hp, const T* __restrict act, const T* __res
     dzn[3 * Hp + u] = dh[u] * tc[u] * o * (T(1) - o);
     dc[u] = dc[u] + dh[u] * o * (T(1) - tc[u] * tc[u]);  // the gradient of the normalised cell
   }
-  ln_backward(H, Hp, yc, crs, cgain, dc, dcpre, dcgain, dcshift);
+  ln_backward(1, H, Hp, yc, &crs, cgain, dc, dcpre, dcgain, dcshift);
 #pragma omp simd
   for (int u = 0; u < Hp; ++u) {  // c' = c f + i j
     T i = act[u], j = act[Hp + u], f = act[2 * Hp + u];
@@ -230,7 +266,7 @@ void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params,
                  T* dz, long ld_dz, T* dparams, T*) {
   uwb::FlushSubnormals flush;  // see vmath.h
   const int Hp = padded(H), S = ln_lstm_saved(H);
-  std::vector<T> buf(37 * (size_t)Hp);
+  std::vector<T> buf(41 * (size_t)Hp);
   T* pp = buf.data();           // padded parameters, 10 Hp
   T* dpp = pp + 10 * Hp;        // their gradients, 10 Hp
   T* act = dpp + 10 * Hp;       // 4 Hp
@@ -240,7 +276,8 @@ void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params,
   T* tc = yc + Hp;              // tanh(c)
   T* dhl = tc + Hp;             // dh
   T* dcl = dhl + Hp;            // dc
-  T* dtmp = dcl + Hp;           // dcpre, then each gate's dz
+  T* dtmp = dcl + Hp;           // dcpre
+  T* dgates = dtmp + Hp;        // the gates' dz, 4 Hp
   pad_params(H, Hp, params, pp);
   const T* cgain = pp + 8 * Hp;
   const T* cshift = pp + 9 * Hp;
@@ -262,12 +299,10 @@ void ln_lstm_bwd(int B, int H, const T* c_prev, const T* saved, const T* params,
     load_row(H, Hp, dh + (size_t)b * ld_dh, dhl);
     load_row(H, Hp, dc + (size_t)b * H, dcl);
     cell_backward(H, Hp, act, cp, yc, tc, crs, cgain, dhl, dcl, dzn, dtmp, dpp + 8 * Hp, dpp + 9 * Hp);
-    std::memcpy(dc + (size_t)b * H, dcl, sizeof(T) * H);
+    copy_row(H, dcl, dc + (size_t)b * H);
+    ln_backward(4, H, Hp, y, st, pp, dzn, dgates, dpp, dpp + 4 * Hp);
     T* dzb = dz + (size_t)b * ld_dz;
-    for (int k = 0; k < 4; ++k) {
-      ln_backward(H, Hp, y + k * Hp, st[k], pp + k * Hp, dzn + k * Hp, dtmp, dpp + k * Hp, dpp + (4 + k) * Hp);
-      std::memcpy(dzb + k * H, dtmp, sizeof(T) * H);
-    }
+    for (int k = 0; k < 4; ++k) copy_row(H, dgates + k * Hp, dzb + k * H);
   }
   for (int k = 0; k < 10; ++k)
     for (int u = 0; u < H; ++u) dparams[k * H + u] += dpp[k * Hp + u];

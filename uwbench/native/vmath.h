@@ -97,6 +97,24 @@ typedef float vfloat __attribute__((vector_size(kVectorBytes)));
 typedef int32_t vint __attribute__((vector_size(kVectorBytes)));
 constexpr int kFloatLanes = kVectorBytes / sizeof(float);
 
+// Vectors of T at the build's width, with unaligned loads and stores (memcpy of a vector's size compiles
+// to one vector move).
+template <typename T> struct Vector {
+  typedef T type __attribute__((vector_size(kVectorBytes)));
+  static constexpr int lanes = kVectorBytes / sizeof(T);
+};
+template <typename V, typename T> inline V load_v(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename V, typename T> inline void store_v(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+template <typename T, typename V> inline T hsum(const V& v) {
+  T s = 0;
+  for (int i = 0; i < Vector<T>::lanes; ++i) s += v[i];
+  return s;
+}
+
 inline vfloat load_vf(const float* p) {
   vfloat v;
   std::memcpy(&v, p, sizeof v);
