@@ -77,7 +77,8 @@ inline float tanh_f(float x) {
 // ---- Whole rows as GCC vector types: sigmoid and tanh in place over a row whose length is a multiple of
 // kRowAlign (the kernels' padded rows). The float versions are the same formulas as exp_f / tanh_f, written
 // on vectors: the clamps are then selects within one vector path (written on scalars in a vectorised loop,
-// the compiler splits the clamped lanes into a second masked path and divides twice). The vector width is
+// the compiler may put the clamped lanes on a second path, which needs masked division or
+// -fno-trapping-math to vectorise, see uwbench/native/__init__.py). The vector width is
 // UWB_VECTOR_BYTES (uwbench/native/__init__.py sets it when it builds at a width other than the machine's):
 // 64 with AVX-512, 32 with AVX, else 16.
 #ifndef UWB_VECTOR_BYTES
@@ -115,13 +116,6 @@ template <typename T, typename V> inline T hsum(const V& v) {
   return s;
 }
 
-inline vfloat load_vf(const float* p) {
-  vfloat v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store_vf(float* p, vfloat v) { std::memcpy(p, &v, sizeof v); }
-
 inline vfloat exp_vf(vfloat x) {
   const vfloat lo = vfloat{} - 87.0f, hi = vfloat{} + 88.0f;
   x = x < lo ? lo : x;  // keeps a NaN (the comparisons are false)
@@ -156,13 +150,13 @@ template <typename T> inline void sigmoid_row(int n, T* x) {
   for (int u = 0; u < n; ++u) x[u] = T(1) / (T(1) + std::exp(-x[u]));
 }
 template <> inline void sigmoid_row<float>(int n, float* x) {
-  for (int u = 0; u < n; u += kFloatLanes) store_vf(x + u, 1.0f / (1.0f + exp_vf(-load_vf(x + u))));
+  for (int u = 0; u < n; u += kFloatLanes) store_v(x + u, 1.0f / (1.0f + exp_vf(-load_v<vfloat>(x + u))));
 }
 template <typename T> inline void tanh_row(int n, T* x) {
   for (int u = 0; u < n; ++u) x[u] = std::tanh(x[u]);
 }
 template <> inline void tanh_row<float>(int n, float* x) {
-  for (int u = 0; u < n; u += kFloatLanes) store_vf(x + u, tanh_vf(load_vf(x + u)));
+  for (int u = 0; u < n; u += kFloatLanes) store_v(x + u, tanh_vf(load_v<vfloat>(x + u)));
 }
 
 template <typename T> inline T exp_v(T x) { return std::exp(x); }
