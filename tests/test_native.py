@@ -7,6 +7,7 @@ tests skip (with the reason) where no C++ compiler is available.
 """
 from __future__ import annotations
 
+import platform
 import warnings
 
 import pytest
@@ -266,3 +267,48 @@ def test_a_model_changed_after_use_native_to_an_unsupported_dtype_is_an_error_no
     model.use_native(True).to(torch.bfloat16)
     with pytest.raises(ValueError, match="float32 or float64.*use_native"):
         model(inputs.to(torch.bfloat16), dec.to(torch.bfloat16))
+
+
+# ---- the kernels at the other vector width ($UWBENCH_NATIVE_VECTOR) ----
+
+
+def _avx2_unavailable():
+    """Why this machine cannot build and run the AVX2-only kernels (None: it can)."""
+    if platform.machine() not in ("x86_64", "AMD64", "i686"):
+        return f"AVX2 is an x86 instruction set; this machine is {platform.machine()}"
+    if "avx2" not in native.cpu_flags():
+        return "this CPU has no AVX2"
+    return native.unavailable_reason()
+
+
+def test_vector_width_is_checked_and_part_of_the_cache_key(monkeypatch):
+    monkeypatch.setenv(native.VECTOR_ENV, "avx9")
+    with pytest.raises(native.NativeUnavailable, match="not a vector width.*native, avx2"):
+        native.library()
+    assert "-mno-avx512f" in native.flags("avx2") and "-mno-avx512f" not in native.flags("native")
+    cxx = native.compiler()
+    if cxx is not None:
+        assert native._build_key(cxx, "avx2") != native._build_key(cxx, "native")
+
+
+@pytest.mark.skipif(_avx2_unavailable() is not None, reason=f"AVX2 build: {_avx2_unavailable()}")
+def test_avx2_build_equals_torch_path(monkeypatch):
+    """With $UWBENCH_NATIVE_VECTOR=avx2 the kernels are built without AVX-512 (32-byte vectors) and loaded
+    beside the machine's own build; a DNC (LN-LSTM controller, CUW's attention) and the LSTM baseline on
+    them match the torch path in float64, and in float32 (where sigmoid and tanh run on vector types) stay
+    close to float64."""
+    default = native.library()
+    monkeypatch.setenv(native.VECTOR_ENV, "avx2")
+    lib = native.library()
+    if "avx512f" in native.cpu_flags():
+        assert lib._name != default._name
+    dnc, inputs, dec = _model("dnc", writer="cached_uniform", cache_size=2)
+    _assert_native_matches(dnc, inputs, dec)
+    torch.manual_seed(5)
+    lstm = build_model("lstm", 10, 10, {"hidden_size": 21}).to(F64)  # padded rows with a partial vector
+    _assert_native_matches(lstm, inputs, dec)
+    for model in (dnc, lstm):
+        ref = model.use_native(False)(inputs, dec)
+        out = model.to(torch.float32).use_native(True)(inputs.float(), dec.float())
+        model.use_native(False).to(F64)
+        torch.testing.assert_close(out.double(), ref, rtol=1e-3, atol=1e-4)

@@ -105,3 +105,19 @@ def test_the_bench_records_the_cpu_flags():
     assert set(flags) == set(CPU_FLAGS) and flags == cpu_flags()
     assert _flags({"cpu_flags": {"avx2": True, "avx512f": False, "fma": True, "neon": False}}) == "avx2 fma; no avx512f, neon"
     assert _flags({}) == "CPU flags not recorded"
+
+
+def test_the_bench_records_the_instruction_set_caps(monkeypatch):
+    """A run with a library's instruction set capped (our kernels at AVX2, oneDNN's, ATen's) says so in its
+    result and its machine line."""
+    from uwbench.bench.render import _isa
+    from uwbench.bench.sections import ISA_SETTINGS, machine_info
+
+    for key in ISA_SETTINGS:
+        monkeypatch.delenv(key, raising=False)
+    assert machine_info()["isa_settings"] == {} and _isa({"isa_settings": {}}) == "" and _isa({}) == ""
+    monkeypatch.setenv("UWBENCH_NATIVE_VECTOR", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    caps = machine_info()["isa_settings"]
+    assert caps == {"UWBENCH_NATIVE_VECTOR": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert _isa({"isa_settings": caps}) == "; run with UWBENCH_NATIVE_VECTOR=avx2 ONEDNN_MAX_CPU_ISA=AVX2"

@@ -144,11 +144,18 @@ def _flags(machine: Dict[str, Any]) -> str:
     return " ".join(have or ["none of " + ", ".join(flags)]) + (f"; no {', '.join(lack)}" if lack and have else "")
 
 
+def _isa(machine: Dict[str, Any]) -> str:
+    """The instruction-set caps a result ran under (``machine.isa_settings``), e.g. ``; run with
+    UWBENCH_NATIVE_VECTOR=avx2``; empty where none (or none recorded)."""
+    caps = machine.get("isa_settings") or {}
+    return "; run with " + " ".join(f"{k}={v}" for k, v in caps.items()) if caps else ""
+
+
 def format_tables(result: Dict[str, Any]) -> str:
     """Markdown tables of a result dict, one block per section that ran, then the targets."""
     m = result.get("machine", {})
     lines: List[str] = [
-        f"Machine: {m.get('cpu')} ({_flags(m)}), {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
+        f"Machine: {m.get('cpu')} ({_flags(m)}{_isa(m)}), {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
         "1 thread; "
         f"load average {result.get('load_average_start')} -> {result.get('load_average_end')}; "
         f"mode {result.get('mode')}."]

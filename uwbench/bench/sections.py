@@ -260,7 +260,8 @@ def machine_info() -> Dict[str, Any]:
                     break
     except OSError:
         pass
-    info = {"cpu": cpu, "cpu_flags": cpu_flags(), "logical_cores": os.cpu_count(), "torch": torch.__version__,
+    info = {"cpu": cpu, "cpu_flags": cpu_flags(), "isa_settings": isa_settings(), "logical_cores": os.cpu_count(),
+            "torch": torch.__version__,
             "threads": torch.get_num_threads(), "python": platform.python_version(),
             "platform": platform.platform(), "pypi_dnc": pypi_dnc_available()}
     try:
@@ -289,6 +290,15 @@ def cpu_flags() -> Dict[str, bool]:
     if "asimd" in have:
         have.add("neon")
     return {flag: flag in have for flag in CPU_FLAGS}
+
+
+# the settings that cap a library's instruction set below the CPU's (ours: uwbench/native/__init__.py)
+ISA_SETTINGS = ("UWBENCH_NATIVE_VECTOR", "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def isa_settings() -> Dict[str, str]:
+    """Those of ``ISA_SETTINGS`` set for this run (e.g. AVX2 on an AVX-512 machine), so a result says so."""
+    return {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)}
 
 
 def load_average() -> Optional[List[float]]:

@@ -12,7 +12,9 @@ h_{t-1} W_hh is one BLAS call per step into a preallocated buffer and the cell i
 whole batch; the backward runs the steps in reverse (dh_t = dz_{t+1} W_hh^T + the gradient from the
 output, then the cell's backward) and makes W_hh's gradient with one product over all steps at the
 end. The buffers are the memory path's workspace (``native.py``) without its memory parts, reused
-from call to call in the same way.
+from call to call in the same way, and the backward's own (``_PaddedGrad``): dh's products run on rows
+padded to a multiple of 16 columns, which MKL's kernels take faster than rows of H = 125
+(benchmarks/README.md).
 """
 from __future__ import annotations
 
@@ -30,12 +32,37 @@ from uwbench.native.parts import CellKernel
 
 @dataclass
 class _CellPlan:
-    fwd: object  # the cell kernel's forward and backward entry points for the dtype
+    fwd: object  # the cell kernel's forward and backward (with dh's row stride) entry points for the dtype
     bwd: object
     cell: CellKernel
     workspace: _Workspace
     encoder_steps: int
     gx_leaf: Tuple[bool, bool]  # whether gx_enc, gx_dec are leaves (their gradients are then copied)
+
+
+PAD = 16  # dh's row length in the backward is H rounded up to this
+
+
+class _PaddedGrad:
+    """The backward's buffers with rows of Hp = H rounded up to ``PAD`` (the pad columns stay zero): W_hh^T
+    (G, Hp), the gradients reaching each h_t from outside the chain (steps + 1, B, Hp; the encoder's
+    rows stay zero: nothing outside the chain reads an encoder step's h), and dh (B, Hp)."""
+
+    def __init__(self, steps: int, b: int, hsz: int, g: int, dtype):
+        self.hp = -(-hsz // PAD) * PAD
+        self.w_hh_t = torch.zeros(g, self.hp, dtype=dtype)
+        self.pending = torch.zeros(steps + 1, b, self.hp, dtype=dtype)
+        self.dh = torch.zeros(b, self.hp, dtype=dtype)
+        self.pending_v = self.pending.unbind(0)
+        self.pending_p = [v.data_ptr() for v in self.pending_v]
+
+
+def padded_grad(ws, steps: int, b: int, hsz: int, g: int, dtype) -> _PaddedGrad:
+    """The workspace's padded backward buffers (made on its first backward)."""
+    pad = getattr(ws, "cell_padded_grad", None)
+    if pad is None:
+        pad = ws.cell_padded_grad = _PaddedGrad(steps, b, hsz, g, dtype)
+    return pad
 
 
 def run_cells(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor) -> torch.Tensor:
@@ -53,7 +80,7 @@ def run_cells(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor) -> torch.Tensor
     (te, b, g), td, dtype = gx_enc.shape, gx_dec.shape[0], gx_enc.dtype
     sizes = (b, te, td, 0, ctrl.hidden_size, g, 0, 0, 0, dtype)  # no memory: no interfaces, states or reads
     sfx = _SUFFIX[dtype]
-    plan = _CellPlan(fwd=getattr(lib, f"{cell.kernel}_fwd_{sfx}"), bwd=getattr(lib, f"{cell.kernel}_bwd_{sfx}"),
+    plan = _CellPlan(fwd=getattr(lib, f"{cell.kernel}_fwd_{sfx}"), bwd=getattr(lib, f"{cell.kernel}_bwd_ld_{sfx}"),
                      cell=cell, workspace=workspace(model, sizes, lib, cell, grad), encoder_steps=te,
                      gx_leaf=(gx_enc.is_leaf, gx_dec.is_leaf))
     return _Cells.apply(plan, *inputs)
@@ -102,24 +129,28 @@ class _Cells(torch.autograd.Function):
         te = plan.encoder_steps
         steps, b, hsz = ws.hs.shape[0] - 1, ws.hs.shape[1], ws.hs.shape[2]
         g = w_hh.shape[1]
-        dz, dz_v, dh_pending_v = ws.dz, ws.dz_v, ws.dh_pending_v
-        ws.dh_pending.zero_()
+        pad = padded_grad(ws, steps, b, hsz, g, w_hh.dtype)
+        hp, pending = pad.hp, pad.pending
         if d_hdec is not None:
-            ws.dh_pending[te + 1:] = d_hdec
-        dh, dc = ws.dh, ws.dc
+            pending[te + 1:, :, :hsz] = d_hdec
+        else:
+            pending[te + 1:].zero_()
+        pad.w_hh_t[:, :hsz] = w_hh.t()  # (G, Hp)
+        dz, dz_v, pending_v, pending_p, w_hh_t, dh = ws.dz, ws.dz_v, pad.pending_v, pad.pending_p, pad.w_hh_t, pad.dh
+        dc = ws.dc
         dc.zero_()
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
         dh_p, dc_p, scratch_p, d_cell_p, params_p = (dh.data_ptr(), dc.data_ptr(), ws.scratch.data_ptr(),
                                                      pointer(d_cell), pointer(cell_params))
         hs_p, cs_p, saved_p, dz_p = ws.hs_p, ws.cs_p, ws.saved_p, ws.dz_p
-        w_hh_t = w_hh.t()
         bwd = plan.bwd
         for t in range(steps - 1, -1, -1):
             if t + 1 < steps:  # dh_t: from the output, and from z_{t+1}
-                torch.addmm(dh_pending_v[t + 1], dz_v[t + 1], w_hh_t, out=dh)  # (B, H)
+                torch.addmm(pending_v[t + 1], dz_v[t + 1], w_hh_t, out=dh)  # (B, Hp)
+                dh_t = dh_p
             else:
-                dh.copy_(dh_pending_v[t + 1])
-            bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_p, dc_p, dz_p[t], g, d_cell_p, scratch_p)
+                dh_t = pending_p[t + 1]
+            bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_t, hp, dc_p, dz_p[t], g, d_cell_p, scratch_p)
         need = ctx.needs_input_grad
         d_w_hh = None
         if need[3]:  # step t's z used h_{t-1} = hs[t]; the first step's is zero

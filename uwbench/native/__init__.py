@@ -10,6 +10,13 @@ once on a cold cache (the workers of a sweep) wait for one compiler run and then
 build also writes to a temporary name and renames it into place, so no process ever loads a
 half-written library. ``prebuild()`` builds ahead (the sweep's parent does, before its workers start).
 
+**Vector width.** ``-march=native`` gives the kernels the widest vectors the machine has (64 bytes with
+AVX-512, 32 with AVX2). ``$UWBENCH_NATIVE_VECTOR`` (``VECTOR_ENV``) builds them at another width instead:
+``native`` (the default) or ``avx2`` (x86 with AVX2 only: ``-mno-avx512f``, 32-byte vectors, for measuring
+or testing an AVX2-only machine's code on an AVX-512 one). The choice is part of the flags, so of the
+cache key, and each choice is loaded once per process; ``library()`` reads the variable on each call, so a
+process (a test) can run one model on each.
+
 ``library()`` returns the loaded library or raises ``NativeUnavailable`` naming why (no compiler, a
 failed build); ``available()`` says whether it can be had. Every entry point is typed from one table,
 ``SIGNATURES`` (by kernel family; ``KERNELS`` gives each kernel's family and number of size
@@ -34,8 +41,19 @@ from uwbench import env
 
 SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp")
 HEADERS = ("vmath.h",)
-FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-fopenmp-simd")
+# -fno-trapping-math (torch builds with it too): no kernel unmasks floating-point exceptions, and without it
+# the compiler may not vectorise a loop whose division it cannot prove safe to run on every lane (the
+# clamped exp in vmath.h's scalar sigmoid and tanh): with AVX2, which has no masked division, such loops
+# ran element by element. Values are unchanged (no reassociation, NaN and infinities kept).
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-fno-trapping-math",
+         "-fopenmp-simd")
 COMPILER_ENV = "CXX"  # the compiler to use (default: c++, then g++, then clang++)
+VECTOR_ENV = "UWBENCH_NATIVE_VECTOR"  # the kernels' vector width: a key of VECTOR_FLAGS (default native)
+# the flags each vector-width choice adds, and the CPU flag it needs (None: any CPU)
+VECTOR_FLAGS: Dict[str, Tuple[Tuple[str, ...], Optional[str]]] = {
+    "native": ((), None),
+    "avx2": (("-mno-avx512f", "-DUWB_VECTOR_BYTES=32", "-Wno-psabi"), "avx2"),  # psabi: 64-byte vector types
+}
 CACHE_ENV = env.NATIVE_CACHE_ENV
 
 LOCK_NAME = "build.lock"
@@ -49,13 +67,14 @@ KERNELS: Dict[str, Tuple[str, int]] = {
     "cuw": ("attention", 3),  # H, read_size, A
 }
 FLOAT_TYPES = ("f32", "f64")
-TYPED = ("fwd", "bwd")
+TYPED = ("fwd", "bwd", "bwd_ld")
 _i, _l, _d, _p = ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
 # family -> entry -> (argument types before the size arguments, argument types after them, result type)
 SIGNATURES: Dict[str, Dict[str, Tuple[List, List, Optional[type]]]] = {
     "cell": {  # (B, H, gx, ld_gx, hh, ld_hh, gr, ld_gr, c_prev, params, h_out, c_out, saved) and its backward
         "fwd": ([_i], [_p, _l, _p, _l, _p, _l, _p, _p, _p, _p, _p], None),
         "bwd": ([_i], [_p, _p, _p, _p, _p, _p, _p, _l, _p, _p], None),
+        "bwd_ld": ([_i], [_p, _p, _p, _p, _p, _l, _p, _p, _l, _p, _p], None),  # bwd with dh's row stride
         "saved_size": ([], [], _i), "gate_size": ([], [], _i), "params_size": ([], [], _i),
     },
     "memory": {  # (B, sizes, write, clip, xi, state_prev, state_next, r) and its backward
@@ -71,8 +90,10 @@ SIGNATURES: Dict[str, Dict[str, Tuple[List, List, Optional[type]]]] = {
 }
 
 _lock = threading.Lock()
-_library: Optional[ctypes.CDLL] = None
+_library: Optional[ctypes.CDLL] = None  # the native choice's library (or why it failed)
 _failure: Optional[str] = None
+_other_libraries: Dict[str, ctypes.CDLL] = {}  # the other choices' (VECTOR_FLAGS), or why they failed
+_other_failures: Dict[str, str] = {}
 
 
 class NativeUnavailable(RuntimeError):
@@ -111,20 +132,49 @@ def _cpu_model() -> str:
     return "".join(lines) or platform.processor() or platform.machine()
 
 
-def _build_key(cxx: str) -> str:
+def vector_choice() -> str:
+    """The vector-width choice ``$UWBENCH_NATIVE_VECTOR`` names (default ``native``); ``NativeUnavailable`` for
+    a name that is not one, or a choice this CPU cannot run."""
+    choice = os.environ.get(VECTOR_ENV, "").strip().lower() or "native"
+    if choice not in VECTOR_FLAGS:
+        raise NativeUnavailable(f"${VECTOR_ENV}={choice!r} is not a vector width the kernels build at; use one of "
+                                f"{', '.join(VECTOR_FLAGS)}")
+    needs = VECTOR_FLAGS[choice][1]
+    if needs is not None and needs not in cpu_flags():
+        raise NativeUnavailable(f"${VECTOR_ENV}={choice} needs a CPU with {needs}, which this one "
+                                f"({platform.machine()}) does not list; unset it to build for this machine")
+    return choice
+
+
+def cpu_flags() -> set:
+    """The instruction-set flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
+    for line in _cpu_model().splitlines():
+        if line.startswith(("flags", "Features")):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def flags(choice: str = "native") -> Tuple[str, ...]:
+    """The compiler flags for a vector-width choice (``VECTOR_FLAGS``)."""
+    return FLAGS + VECTOR_FLAGS[choice][0]
+
+
+def _build_key(cxx: str, choice: str = "native") -> str:
     here = os.path.dirname(__file__)
     digest = hashlib.sha256()
     for name in SOURCES + HEADERS:
         with open(os.path.join(here, name), "rb") as fh:
             digest.update(name.encode() + b"\0" + fh.read())
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    for part in (" ".join(FLAGS), version, _cpu_model(), platform.machine()):
+    for part in (" ".join(flags(choice)), version, _cpu_model(), platform.machine()):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:20]
 
 
-def build(cxx: Optional[str] = None) -> str:
-    """Compile the sources (if this machine's cached build is missing) and return the library's path."""
+def build(cxx: Optional[str] = None, choice: Optional[str] = None) -> str:
+    """Compile the sources (if this machine's cached build is missing) and return the library's path;
+    ``choice``: the vector width (``VECTOR_FLAGS``; default ``$UWBENCH_NATIVE_VECTOR``, else native)."""
+    choice = vector_choice() if choice is None else choice
     cxx = cxx or compiler()
     if cxx is None:
         raise NativeUnavailable("no C++ compiler found (c++, g++ or clang++ on the PATH, or $CXX): install one "
@@ -136,7 +186,7 @@ def build(cxx: Optional[str] = None) -> str:
         raise NativeUnavailable(f"cannot create the native kernels' cache folder {folder} ({exc}): point "
                                 f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
     try:
-        key = _build_key(cxx)
+        key = _build_key(cxx, choice)
     except (OSError, subprocess.SubprocessError) as exc:
         raise NativeUnavailable(f"the C++ compiler {cxx!r} does not run ({exc}): install one (e.g. `apt install g++`), "
                                 f"point ${COMPILER_ENV} at it, or set train.native=false") from exc
@@ -151,11 +201,11 @@ def build(cxx: Optional[str] = None) -> str:
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one compiler run per machine: the others wait here, then find it
         if not os.path.exists(target):
-            _compile(cxx, folder, target)
+            _compile(cxx, folder, target, flags(choice))
     return target
 
 
-def _compile(cxx: str, folder: str, target: str) -> None:
+def _compile(cxx: str, folder: str, target: str, cflags: Tuple[str, ...]) -> None:
     here = os.path.dirname(__file__)
     try:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
@@ -163,7 +213,7 @@ def _compile(cxx: str, folder: str, target: str) -> None:
         raise NativeUnavailable(f"cannot write to the native kernels' cache folder {folder} ({exc}): point "
                                 f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
     os.close(fd)
-    cmd = [cxx, *FLAGS, "-o", tmp, *(os.path.join(here, name) for name in SOURCES)]
+    cmd = [cxx, *cflags, "-o", tmp, *(os.path.join(here, name) for name in SOURCES)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
@@ -186,22 +236,45 @@ def prebuild() -> Optional[str]:
 
 
 def library() -> ctypes.CDLL:
-    """The loaded kernels (built on first use); raises ``NativeUnavailable`` with the reason."""
+    """The loaded kernels (built on first use) at the vector width ``$UWBENCH_NATIVE_VECTOR`` names (default:
+    the machine's); raises ``NativeUnavailable`` with the reason."""
     global _library, _failure
+    choice = vector_choice()
     with _lock:
+        if choice != "native":
+            return _load_other(choice)
         if _library is not None:
             return _library
         if _failure is not None:
             raise NativeUnavailable(_failure)
         try:
-            _library = _declare(ctypes.CDLL(build()))
+            _library = _load(choice)
         except NativeUnavailable as exc:
             _failure = str(exc)
             raise
-        except OSError as exc:
-            _failure = f"loading the native kernels failed: {exc}; set train.native=false to use the torch path"
-            raise NativeUnavailable(_failure) from exc
         return _library
+
+
+def _load_other(choice: str) -> ctypes.CDLL:
+    """``library()`` for a choice other than native (kept apart: the tests reset the native one)."""
+    if choice in _other_libraries:
+        return _other_libraries[choice]
+    if choice in _other_failures:
+        raise NativeUnavailable(_other_failures[choice])
+    try:
+        _other_libraries[choice] = _load(choice)
+    except NativeUnavailable as exc:
+        _other_failures[choice] = str(exc)
+        raise
+    return _other_libraries[choice]
+
+
+def _load(choice: str) -> ctypes.CDLL:
+    try:
+        return _declare(ctypes.CDLL(build(choice=choice)))
+    except OSError as exc:
+        raise NativeUnavailable(f"loading the native kernels failed: {exc}; set train.native=false to use the "
+                                "torch path") from exc
 
 
 def available() -> bool:
