@@ -296,9 +296,7 @@ class _Sequence(torch.autograd.Function):
         ws = plan.workspace
         te, td, kidx, anchors, dec_rows = ctx.meta
         w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
-        if [t._version for t in (w_hh, w_read, w_xi, *attn_params)] != ctx.versions:
-            raise RuntimeError("a weight of the native sequence node was changed in place between its forward and "
-                               "its backward (e.g. an optimizer step before backward()): run backward() first")
+        _check_unchanged(ctx)
         write, active, cuw = plan.write, plan.active, plan.cuw
         steps = te + td
         b, hsz = ws.hs.shape[1], ws.hs.shape[2]
@@ -366,24 +364,7 @@ class _Sequence(torch.autograd.Function):
                 spanned = True
         d_gx_enc = dz[:te] if need[1] else None
         d_gx_dec = dz[te:] if need[2] else None
-        d_w_hh = d_w_read = d_w_xi = None
-        every = all(active)  # then step t reads r_t-1 = rs[t] and makes xi from hs[t + 1]: slices, no gathers
-        if need[4]:
-            r_in = ws.rs[:steps] if every else ws.rs[kidx]  # (S, B, read_size): the r each step's z used
-            d_w_read = r_in.reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
-        if need[5]:
-            h_act = ws.hs[1:] if every else ws.hs[[t + 1 for t in range(steps) if active[t]]]  # (A, B, H)
-            d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
-        if need[3]:  # step t's z used hs[t] = h_{t-1}, or a_t at a CUW write: a_t stands in hs[t] for one product
-            rows = list(anchors)
-            kept = ws.hs[rows] if rows else None  # (W, B, H)
-            try:
-                if rows:
-                    ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
-                d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
-            finally:  # hs is the forward's record (a second backward reads it again)
-                if rows:
-                    ws.hs[rows] = kept
+        d_w_hh, d_w_read, d_w_xi = _weight_grads(ws, need, active, kidx, anchors, steps)
         d_state = ws.d_state[cur].clone() if need[7] else None
         d_r0 = d_rs[0].clone() if need[8] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them
@@ -393,3 +374,39 @@ class _Sequence(torch.autograd.Function):
             d_gx_dec = d_gx_dec.clone()
         return (None, d_gx_enc, d_gx_dec, d_w_hh, d_w_read, d_w_xi, d_cell if need[6] else None,
                 d_state, d_r0, *d_attn)
+
+
+def _check_unchanged(ctx) -> None:
+    """The backward's guard: no weight the forward kept by reference was changed in place since."""
+    w_hh, w_read, w_xi, _, attn_params = ctx.weights
+    if [t._version for t in (w_hh, w_read, w_xi, *attn_params)] != ctx.versions:
+        raise RuntimeError("a weight of the native sequence node was changed in place between its forward and "
+                           "its backward (e.g. an optimizer step before backward()): run backward() first")
+
+
+def _weight_grads(ws, need, active, kidx, anchors, steps):
+    """The recurrent weights' gradients, each one product over all steps (after the backward's loop).
+
+    Returns (dW_hh, dW_read, dW_xi), None where autograd does not need one.
+    """
+    dz, dxis = ws.dz, ws.dxis  # (S, B, G), (A, B, interface)
+    hsz, g = ws.hs.shape[2], dz.shape[2]
+    d_w_hh = d_w_read = d_w_xi = None
+    every = all(active)  # then step t reads r_t-1 = rs[t] and makes xi from hs[t + 1]: slices, no gathers
+    if need[4]:
+        r_in = ws.rs[:steps] if every else ws.rs[kidx]  # (S, B, read_size): the r each step's z used
+        d_w_read = r_in.reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
+    if need[5]:
+        h_act = ws.hs[1:] if every else ws.hs[[t + 1 for t in range(steps) if active[t]]]  # (A, B, H)
+        d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
+    if need[3]:  # step t's z used hs[t] = h_{t-1}, or a_t at a CUW write: a_t stands in hs[t] for one product
+        rows = list(anchors)
+        kept = ws.hs[rows] if rows else None  # (W, B, H)
+        try:
+            if rows:
+                ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
+            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
+        finally:  # hs is the forward's record (a second backward reads it again)
+            if rows:
+                ws.hs[rows] = kept
+    return d_w_hh, d_w_read, d_w_xi
