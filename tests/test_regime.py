@@ -56,6 +56,28 @@ def test_flat_at_the_guessing_level_counts_only_at_the_papers_budget():
     assert acc(curves({"a": plateau}, loss=1.5), guess_loss=2.25, paper_steps=10000).state == CONVERGED
 
 
+def test_a_run_that_collapsed_after_its_best_is_read_up_to_it():
+    # 40 evaluations: a plateau at 87% reached long before the end, then at 9,250 updates training loss and
+    # accuracy fall back to the guessing level (a late divergence); its twin run does not collapse
+    learned = [0.2 + 0.67 * (1 - math.exp(-i / 4)) for i in range(40)]
+    dead = learned[:36] + [0.11] * 4  # best at 9,000 updates, guessing from 9,250 on
+    rows = curves({"ok": learned, "dead": dead}).to_dict("records")
+    for run, values in (("ok", learned), ("dead", dead)):
+        for i, v in enumerate(values):
+            rows.append({"run_id": run, "metric": "train_loss", "step": (i + 1) * 250,
+                         "value": 2.25 if v < 0.12 and i > 30 else 0.4})
+    frame = pd.DataFrame(rows)
+    g = acc(frame, guess_loss=2.25)
+    assert g.state == CONVERGED and g.collapsed == (9000,)
+    assert "1 of 2 runs collapsed to the guessing level after their best evaluation (at 9,000 updates)" in g.detail
+    # read to the end instead, the cell would be falling: the collapse is what the rule reads past
+    plain = curves({"ok": learned, "dead": dead}, loss=0.4)
+    assert acc(plain, guess_loss=2.25).state == regime.FALLING and acc(plain, guess_loss=2.25).collapsed == ()
+    # a run that never left the guessing level did not collapse: it never learned
+    flat = curves({"a": [0.11] * 40}, loss=2.25)
+    assert acc(flat, guess_loss=2.25, paper_steps=2000).collapsed == ()
+
+
 def test_too_few_evaluations_or_no_curve_is_unknown():
     assert acc(curves({"a": [0.1, 0.2, 0.3]}, every=1000)).state == UNKNOWN  # one evaluation in the last quarter
     assert regime.regime(pd.DataFrame(columns=["run_id", "metric", "step", "value"]), ["x"], "eval_accuracy",

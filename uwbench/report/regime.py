@@ -16,6 +16,14 @@ its learning curves (``curves.csv``: the evaluation metric and the training loss
   too (the paper's LSTM ends at its guessing level on copy).
 - **converged**: none of these. Also **unknown** when the last quarter has fewer than ``MIN_POINTS`` evaluations.
 
+A run **collapsed** when its training loss had left the guessing level and is back at it at its last
+evaluation: a late divergence (the paper-size DNC runs on copy did this between 9,250 and 9,750 of
+their 10,000 updates, after reaching 65-87%). Its test value measures the weights of its best evaluation
+(the trainer tests the best checkpoint), so its curve is read up to that evaluation, and the cell's
+regime names how many of its runs collapsed and when. Slopes are read per run, each over the last
+quarter of its own curve, and averaged (for runs evaluated at the same steps, the slope of the
+seed-mean curve); the training loss likewise.
+
 Why these numbers (read off the committed curves): the reduced runs of Tables 1-3 and the ablation end
 with copy/reverse/add/max gaining 2-25 points per 1,000 updates, far above 1.0; a flat curve's slope,
 estimated from 10 evaluations of 320 sequences each, scatters by about half a point per 1,000 updates,
@@ -25,7 +33,7 @@ so 1.0 is about two of its standard errors. The sinusoid runs still fall by 27-2
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -62,6 +70,7 @@ class Regime:
     loss: Optional[float] = None  # mean training loss over the last quarter
     guess_loss: Optional[float] = None  # the guessing level's loss
     detail: str = ""
+    collapsed: Tuple[int, ...] = ()  # the best-evaluation steps of the runs that collapsed after them
 
     @property
     def converged(self) -> bool:
@@ -73,38 +82,76 @@ def _tail(series: pd.Series) -> pd.Series:
     return series[series.index >= (1.0 - LAST_PART) * last]
 
 
+def _collapse_step(ev: pd.Series, tl: pd.Series, guess_loss: Optional[float], higher_better: bool) -> Optional[int]:
+    """The best evaluation's step of a run that collapsed after it, else None.
+
+    A run collapsed when its training loss had left the guessing level and is back at it at its last
+    evaluation: its weights stopped computing anything (a late divergence). Its test value measures its
+    best evaluation's weights, so its curve is read up to that evaluation.
+    """
+    if guess_loss is None or len(tl) == 0 or len(ev) == 0:
+        return None
+    at_guess = tl >= GUESS_RATIO * guess_loss
+    if not at_guess.iloc[-1] or at_guess.all():
+        return None
+    best = ev.idxmax() if higher_better else ev.idxmin()
+    return int(best) if best < tl.index.max() else None
+
+
 def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, measure: str, scale: float,
            higher_better: bool, unit: str = "", guess_loss: Optional[float] = None,
            paper_steps: Optional[int] = None) -> Regime:
-    """The regime of a cell from its finished runs' curves (module docstring)."""
+    """The regime of a cell from its finished runs' curves (module docstring).
+
+    Each run's slope is read over the last quarter of its own curve, and the cell's slope is their mean (for
+    runs evaluated at the same steps: the slope of the seed-mean curve); a run that collapsed is read up to
+    its best evaluation (``_collapse_step``).
+    """
     ids = set(run_ids)
     mine = curves[curves["run_id"].isin(ids)] if len(curves) else curves
-    ev = mine[mine["metric"] == curve_metric].groupby("step")["value"].mean() if len(mine) else pd.Series(dtype=float)
-    if len(ev) == 0:
+    if len(mine) == 0 or not (mine["metric"] == curve_metric).any():
         return Regime(UNKNOWN, detail="no learning curve recorded")
-    steps = int(ev.index.max())
-    tail = _tail(ev)
-    if len(tail) < MIN_POINTS:
-        return Regime(UNKNOWN, steps, detail=f"{len(tail)} evaluation(s) in the last quarter (a slope needs "
-                                              f"{MIN_POINTS})")
-    x = tail.index.to_numpy(dtype=float)
-    y = tail.to_numpy(dtype=float) * scale
-    per_k = float(np.polyfit(x, y, 1)[0]) * 1000.0 * (1.0 if higher_better else -1.0)  # improvement / 1k
     rule = RISE[measure]
-    level = float(np.mean(np.abs(y)))
-    slope = per_k / level if rule.relative and level > 0 else per_k
-    tl = mine[mine["metric"] == "train_loss"].groupby("step")["value"].mean()
-    loss = float(_tail(tl).mean()) if len(tl) else None
-    base = dict(steps=steps, slope=slope, loss=loss, guess_loss=guess_loss)
+    slopes, losses, levels, collapsed, last = [], [], [], [], 0
+    for _, run in mine.groupby("run_id"):
+        ev = run[run["metric"] == curve_metric].groupby("step")["value"].mean().sort_index()
+        tl = run[run["metric"] == "train_loss"].groupby("step")["value"].mean().sort_index()
+        if len(ev) == 0:
+            continue
+        last = max(last, int(ev.index.max()))
+        cut = _collapse_step(ev, tl, guess_loss, higher_better)
+        if cut is not None:
+            collapsed.append(cut)
+            ev, tl = ev[ev.index <= cut], tl[tl.index <= cut]
+        tail = _tail(ev)
+        if len(tail) < MIN_POINTS:
+            return Regime(UNKNOWN, last, detail=f"{len(tail)} evaluation(s) in the last quarter (a slope needs "
+                                                f"{MIN_POINTS})")
+        x, y = tail.index.to_numpy(dtype=float), tail.to_numpy(dtype=float) * scale
+        slopes.append(float(np.polyfit(x, y, 1)[0]) * 1000.0 * (1.0 if higher_better else -1.0))  # gain / 1k
+        levels.append(float(np.mean(np.abs(y))))
+        if len(tl):
+            losses.append(float(_tail(tl).mean()))
+    if not slopes:
+        return Regime(UNKNOWN, detail="no learning curve recorded")
+    per_k, level = float(np.mean(slopes)), float(np.mean(levels))
+    # rounded to 9 decimals: the least-squares fit's last bits differ between CPUs, and a slope such as
+    # -6.25 must print the same everywhere
+    slope = round(per_k / level if rule.relative and level > 0 else per_k, 9)
+    loss = round(float(np.mean(losses)), 9) if losses else None
+    base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)))
     shown = f"{slope:+.1%} of its level" if rule.relative else f"{slope:+.1f}{' ' + unit if unit else ''}"
+    note = (f"; {len(collapsed)} of {len(slopes)} runs collapsed to the guessing level after their best "
+            f"evaluation (at {', '.join(f'{c:,}' for c in sorted(collapsed))} updates), read up to it"
+            if collapsed else "")
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
-                                             f"(converged: at most {rule.text(unit)})")
+                                             f"(converged: at most {rule.text(unit)}){note}")
     if slope < -rule.limit:
         return Regime(FALLING, **base, detail=f"getting worse by {shown} per 1,000 updates over its last quarter "
-                                              f"(converged: within {rule.text(unit)} either way)")
-    paper_budget = paper_steps is not None and steps >= paper_steps
+                                              f"(converged: within {rule.text(unit)} either way){note}")
+    paper_budget = paper_steps is not None and last >= paper_steps
     if loss is not None and guess_loss is not None and loss >= GUESS_RATIO * guess_loss and not paper_budget:
         return Regime(AT_GUESS, **base, detail=f"training loss {loss:.3f} against {guess_loss:.3f} for always "
-                                               "guessing the likeliest output, at a budget below the paper's")
-    return Regime(CONVERGED, **base, detail=f"{shown} per 1,000 updates over its last quarter")
+                                               f"guessing the likeliest output, at a budget below the paper's{note}")
+    return Regime(CONVERGED, **base, detail=f"{shown} per 1,000 updates over its last quarter{note}")

@@ -308,7 +308,8 @@ def claim_results(summary: pd.DataFrame, metric: str = "accuracy", claims: Seque
 RULE_TEXT = ("each comparison is **not testable at this budget** when a side has not converged (its learning "
              "curve still rises or falls over its last quarter by more than 1 point of accuracy, or 5% of an "
              "MSE, per 1,000 updates, or its training loss has not left the guessing level at "
-             "a budget below the paper's); otherwise Welch's t-test of the per-seed values, Holm-corrected "
+             "a budget below the paper's; a run whose training loss fell back to the guessing level after its "
+             "best evaluation is read up to that evaluation, whose weights its test value measures); otherwise Welch's t-test of the per-seed values, Holm-corrected "
              f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
              "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
              f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
@@ -355,7 +356,8 @@ class Verdicts:
     def regime_table(self) -> formats.Table:
         rows, csv_rows = [], []
         for cell, g in sorted(self.regimes.items()):
-            rows.append([cell, g.state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
+            state = g.state + (f" ({len(g.collapsed)} run(s) collapsed late)" if g.collapsed else "")
+            rows.append([cell, state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
                                                                else 1, sign=True),
                          formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3)])
             csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss), g.detail])
