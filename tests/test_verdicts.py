@@ -152,6 +152,30 @@ def test_rising_sides_make_a_claim_not_testable_never_yes_or_no():
     assert result("uw-beats-regular", s, regimes={"reg": at_guess, "uw": CONVERGED}).verdict == NOT_TESTABLE
 
 
+def test_at_the_papers_budget_an_unsettled_side_is_tested_and_named():
+    """The paper's claims are claims at its budget: runs that made it are tested even while still rising,
+    and the verdict names the side that had not settled; the same curves at a smaller budget are not testable."""
+    s = frame(cell("reg", mean=70, std=2), cell("uw", writer="uniform", mean=95, std=1))
+    rising_paper = Regime(regime.RISING, 10000, 2.6, detail="still improving by +2.6 points", paper_budget=True)
+    r = result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_paper})
+    c = r.comparisons[0]
+    assert r.verdict == YES and c.p is not None
+    assert "at the paper's budget, where DNC+UW is rising (still improving by +2.6 points)" in c.reason
+    assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": CONVERGED}).comparisons[0].reason == ""
+    rising_short = Regime(regime.RISING, 2000, 2.6, detail="still improving", paper_budget=False)
+    assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_short}).verdict == NOT_TESTABLE
+
+
+def test_the_paper_budget_flag_comes_from_the_runs_steps():
+    rows = [{"run_id": "a", "metric": "eval_accuracy", "step": (i + 1) * 250, "value": 0.2 + 0.0001 * i * 250}
+            for i in range(40)]
+    frame_ = pd.DataFrame(rows)
+    kw = dict(curve_metric="eval_accuracy", measure="accuracy", scale=100.0, higher_better=True)
+    assert regime.regime(frame_, ["a"], paper_steps=10000, **kw).testable
+    assert not regime.regime(frame_, ["a"], paper_steps=20000, **kw).testable
+    assert not regime.regime(frame_, ["a"], **kw).testable
+
+
 def test_clear_yes_clear_no_and_overlap():
     yes = result("uw-beats-regular", frame(cell("reg", mean=70, std=2), cell("uw", writer="uniform", mean=95, std=1)))
     assert yes.verdict == YES and len(yes.comparisons) == 1

@@ -16,6 +16,10 @@ its learning curves (``curves.csv``: the evaluation metric and the training loss
   too (the paper's LSTM ends at its guessing level on copy).
 - **converged**: none of these. Also **unknown** when the last quarter has fewer than ``MIN_POINTS`` evaluations.
 
+A side that has not converged makes a comparison **not testable at this budget**, unless its runs made
+the paper's number of updates: the paper's claims are claims at that budget, so there the comparison is
+tested as the paper made it, and the side's state is reported beside the verdict (``Regime.testable``).
+
 A run **collapsed** when its training loss had left the guessing level and is back at it at its last
 evaluation: a late divergence (the paper-size DNC runs on copy did this between 9,250 and 9,750 of
 their 10,000 updates, after reaching 65-87%). Its test value measures the weights of its best evaluation
@@ -71,10 +75,17 @@ class Regime:
     guess_loss: Optional[float] = None  # the guessing level's loss
     detail: str = ""
     collapsed: Tuple[int, ...] = ()  # the best-evaluation steps of the runs that collapsed after them
+    paper_budget: bool = False  # the runs made the paper's number of updates
 
     @property
     def converged(self) -> bool:
         return self.state == CONVERGED
+
+    @property
+    def testable(self) -> bool:
+        """Whether a comparison may be tested: converged, or at the paper's own budget, where the paper's
+        claim is a claim about that budget (the state is reported beside the verdict)."""
+        return self.converged or self.paper_budget
 
 
 def _tail(series: pd.Series) -> pd.Series:
@@ -139,7 +150,9 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     # -6.25 must print the same everywhere
     slope = round(per_k / level if rule.relative and level > 0 else per_k, 9)
     loss = round(float(np.mean(losses)), 9) if losses else None
-    base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)))
+    paper_budget = paper_steps is not None and last >= paper_steps
+    base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
+                paper_budget=paper_budget)
     shown = f"{slope:+.1%} of its level" if rule.relative else f"{slope:+.1f}{' ' + unit if unit else ''}"
     note = (f"; {len(collapsed)} of {len(slopes)} runs collapsed to the guessing level after their best "
             f"evaluation (at {', '.join(f'{c:,}' for c in sorted(collapsed))} updates), read up to it"
@@ -150,7 +163,6 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     if slope < -rule.limit:
         return Regime(FALLING, **base, detail=f"getting worse by {shown} per 1,000 updates over its last quarter "
                                               f"(converged: within {rule.text(unit)} either way){note}")
-    paper_budget = paper_steps is not None and last >= paper_steps
     if loss is not None and guess_loss is not None and loss >= GUESS_RATIO * guess_loss and not paper_budget:
         return Regime(AT_GUESS, **base, detail=f"training loss {loss:.3f} against {guess_loss:.3f} for always "
                                                f"guessing the likeliest output, at a budget below the paper's{note}")

@@ -123,7 +123,7 @@ class ClaimResult:
 def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = True) -> Tuple[Optional[str], str]:
     """The checks before a test: (NOT_TESTABLE or INCONCLUSIVE, reason), or (None, '') when it can be tested."""
     if needs_regime:
-        stuck = [v for v in (winner, loser) if v.regime is None or not v.regime.converged]
+        stuck = [v for v in (winner, loser) if v.regime is None or not v.regime.testable]
         if stuck:
             return NOT_TESTABLE, "; ".join(
                 f"{v.label}: {v.regime.state if v.regime else regime_mod.UNKNOWN}"
@@ -154,6 +154,16 @@ def decide(comps: List[Comparison], higher_better: bool) -> None:
             c.verdict, c.reason = INCONCLUSIVE, f"within the noise: Holm-adjusted p = {adj:.3g} ≥ {stats.ALPHA:g}"
         else:
             c.verdict = YES if better else NO
+        unsettled = _unsettled(c)
+        if unsettled:
+            c.reason = "; ".join(filter(None, (c.reason, unsettled)))
+
+
+def _unsettled(c: Comparison) -> str:
+    """For a comparison tested at the paper's budget: the sides that had not converged there, or ''."""
+    sides = [v for v in (c.winner, c.loser) if v.regime is not None and not v.regime.converged]
+    return ("at the paper's budget, where " + "; ".join(f"{v.label} is {v.regime.state} ({v.regime.detail})"
+                                                         for v in sides)) if sides else ""
 
 
 def combine(verdicts: Sequence[str]) -> str:
@@ -309,7 +319,9 @@ RULE_TEXT = ("each comparison is **not testable at this budget** when a side has
              "curve still rises or falls over its last quarter by more than 1 point of accuracy, or 5% of an "
              "MSE, per 1,000 updates, or its training loss has not left the guessing level at "
              "a budget below the paper's; a run whose training loss fell back to the guessing level after its "
-             "best evaluation is read up to that evaluation, whose weights its test value measures); otherwise Welch's t-test of the per-seed values, Holm-corrected "
+             "best evaluation is read up to that evaluation, whose weights its test value measures); at the paper's "
+             "own budget the comparison is tested as the paper made it, and a side's unsettled curve is named "
+             "beside the verdict; otherwise Welch's t-test of the per-seed values, Holm-corrected "
              f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
              "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
              f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
