@@ -12,7 +12,7 @@
 //     op(A)(i, k) = A[i lda + k], or A[k lda + i] with trans_a (the weights' gradients: X^T dZ)
 //
 // Register tiles of MR rows x NV vectors of C (MR x NV accumulators, NV loads of B and MR broadcasts
-// of A per k): whole tiles of 3 vectors, then the columns left in whole vectors, both reading B where it
+// of A per k): whole tiles of NV vectors, then the columns left in whole vectors, both reading B where it
 // lies, then the last columns (fewer than one vector) copied zero-padded into a panel of their own. K
 // runs in blocks (KB) that keep a block of B in the caches while every row tile passes over it. The
 // sums run in k order, with fused multiply-adds where the machine has them, so the round-off differs
@@ -32,9 +32,11 @@ using uwb::Vector;
 
 template <typename T> struct Tile {
   static constexpr int L = Vector<T>::lanes;
-  static constexpr int NV = 3;          // vectors of C per row in a whole tile
-  static constexpr int NR = NV * L;     // columns per whole tile
-  static constexpr int MR = uwb::kVectorBytes >= 64 ? 8 : 4;  // rows per tile (32 or 16 vector registers)
+  // 8 x 3 vectors with 32 vector registers (AVX-512), 6 x 2 with 16 (AVX2): the accumulators, B's row and
+  // a broadcast fill the registers
+  static constexpr int NV = uwb::kVectorBytes >= 64 ? 3 : 2;  // vectors of C per row in a whole tile
+  static constexpr int NR = NV * L;                           // columns per whole tile
+  static constexpr int MR = uwb::kVectorBytes >= 64 ? 8 : 6;  // rows per tile
   static constexpr int KB = 256;        // k per block
 };
 
