@@ -269,6 +269,41 @@ def test_a_model_changed_after_use_native_to_an_unsupported_dtype_is_an_error_no
         model(inputs.to(torch.bfloat16), dec.to(torch.bfloat16))
 
 
+# ---- the matrix products (native/gemm.cpp) ----
+
+GEMM_SHAPES = [(64, 100, 400), (64, 400, 100), (64, 264, 100), (64, 400, 64), (1, 1, 1), (3, 5, 7), (13, 300, 49),
+               (9, 257, 95), (100, 600, 40), (5, 0, 3)]  # (M, K, N): whole tiles, partial ones, K blocks, K = 0
+
+
+def check_gemm(lib):
+    """C = C0 + op(A) B against torch for every kind of edge: rows and columns short of a tile, K over a block,
+    strided rows, A transposed, no C0, and C0 the output itself."""
+    g = torch.Generator().manual_seed(0)
+    for dtype, tol in ((F64, 1e-12), (torch.float32, 1e-4)):
+        fn = getattr(lib, f"gemm_{'f64' if dtype == F64 else 'f32'}")
+        for m, k, n in GEMM_SHAPES:
+            for trans in (0, 1):
+                a = torch.randn(k + 2, m, dtype=dtype, generator=g)[:k] if trans else \
+                    torch.randn(m, k + 3, dtype=dtype, generator=g)[:, :k]  # strided rows
+                b = torch.randn(k, n + 3, dtype=dtype, generator=g)[:, :n]
+                c0 = torch.randn(m, n, dtype=dtype, generator=g)
+                ref = (a.t() if trans else a) @ b  # (M, N)
+                out = torch.full((m, n + 2), float("nan"), dtype=dtype)[:, :n]
+                for base in (None, c0, "self"):
+                    c = c0.clone() if base == "self" else out
+                    c0_ = c if base == "self" else base
+                    fn(m, n, k, a.data_ptr(), a.stride(0), trans, b.data_ptr(), b.stride(0),
+                       None if c0_ is None else c0_.data_ptr(), 0 if c0_ is None else c0_.stride(0), c.data_ptr(),
+                       c.stride(0))
+                    want = ref if base is None else ref + c0
+                    torch.testing.assert_close(c, want, rtol=tol, atol=tol * max(1.0, k ** 0.5))
+
+
+@needs_kernels
+def test_gemm_equals_torch():
+    check_gemm(native.library())
+
+
 # ---- the kernels at the other vector width ($UWBENCH_NATIVE_VECTOR) ----
 
 
@@ -294,14 +329,15 @@ def test_vector_width_is_checked_and_part_of_the_cache_key(monkeypatch):
 @pytest.mark.skipif(_avx2_unavailable() is not None, reason=f"AVX2 build: {_avx2_unavailable()}")
 def test_avx2_build_equals_torch_path(monkeypatch):
     """With $UWBENCH_NATIVE_VECTOR=avx2 the kernels are built without AVX-512 (32-byte vectors) and loaded
-    beside the machine's own build; a DNC (LN-LSTM controller, CUW's attention) and the LSTM baseline on
-    them match the torch path in float64, and in float32 (where sigmoid and tanh run on vector types) stay
-    close to float64."""
+    beside the machine's own build; its matrix products match torch's, a DNC (LN-LSTM controller, CUW's
+    attention) and the LSTM baseline on them match the torch path in float64, and in float32 (where sigmoid
+    and tanh run on vector types) stay close to float64."""
     default = native.library()
     monkeypatch.setenv(native.VECTOR_ENV, "avx2")
     lib = native.library()
     if "avx512f" in native.cpu_flags():
         assert lib._name != default._name
+    check_gemm(lib)
     dnc, inputs, dec = _model("dnc", writer="cached_uniform", cache_size=2)
     _assert_native_matches(dnc, inputs, dec)
     torch.manual_seed(5)

@@ -10,12 +10,13 @@ steps between the input projections and the output layer:
                       h_t  = cell(z_t, c_{t-1})                        (C++, ``native/cells.cpp``)
     active steps      xi_t = h_t W_xi; state, r_t = memory(state, xi_t) (C++, ``native/dnc.cpp``, ``ntm.cpp``)
 
-The matrix products go to torch's BLAS one call each (``torch.mm(out=)`` into preallocated buffers);
-everything between them, the cell and the whole memory step, is one C++ call on the whole batch. Held
-steps (UW, CUW, RW) make no memory call and no interface product, and r's projection is reused while r
-is held, as on the torch path. The backward runs the steps in reverse with the same two products per
-step (the data gradients) and makes the weight gradients of all steps at the end, one product each
-(W_hh, W_xi, W_read). The memory kernels recompute a step's forward inside their backward, so the
+The matrix products are the kernels' own (``native/gemm.cpp``, one call each, written into preallocated
+buffers or added to them; torch's BLAS was slower for these shapes on the AVX-512 machines measured,
+benchmarks/README.md); everything between them, the cell and the whole memory step, is one C++ call on
+the whole batch. Held steps (UW, CUW, RW) make no memory call and no interface product, and r's
+projection is reused while r is held, as on the torch path. The backward runs the steps in reverse with
+the same products per step (the data gradients) and makes the weight gradients of all steps at the
+end, one product each (W_hh, W_xi, W_read). The memory kernels recompute a step's forward inside their backward, so the
 node keeps only the memory state before each active step and the step's interface. CUW's attention
 over the cached states is a kernel too (``native/cuw.cpp``), run at write steps only.
 
@@ -237,11 +238,14 @@ class _Sequence(torch.autograd.Function):
         write, active, cuw = plan.write, plan.active, plan.cuw
         ws.states[0] = state0.detach()
         ws.rs[0] = r0.detach()
-        hs_v, xis_v, rs_v = ws.hs_v, ws.xis_v, ws.rs_v
         hs_p, cs_p, saved_p, xis_p, states_p, rs_p = ws.hs_p, ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p, ws.rs_p
         hh, gr = ws.hh, ws.gr
         hh_p, gr_p, params_p = hh.data_ptr(), gr.data_ptr(), pointer(cell_params)
-        torch.mm(rs_v[0], w_read, out=gr)
+        gemm = plan.fn("gemm")  # C = C0 + A B into the buffers (native/gemm.cpp)
+        mats = [w if w.stride(1) == 1 else w.contiguous() for w in (w_hh, w_read, w_xi)]  # rows contiguous
+        (whh_p, ld_hh), (wread_p, ld_read), (wxi_p, ld_xi) = ((m.data_ptr(), m.stride(0)) for m in mats)
+        rsz, x = w_read.shape[0], w_xi.shape[1]
+        gemm(b, g, rsz, rs_p[0], rsz, 0, wread_p, ld_read, None, 0, gr_p, g)  # r_0 W_read (B, G)
         enc_p, dec_p = gx_enc.data_ptr(), gx_dec.data_ptr()
         item = gx_enc.element_size()
         kidx = []  # index into states / rs of the state and r each step starts from
@@ -268,17 +272,17 @@ class _Sequence(torch.autograd.Function):
                         alpha.data_ptr(), act.data_ptr())
                 anchors[t] = (a, first, n, alpha, act)
                 cache_rows = []
-                torch.mm(a, w_hh, out=hh)
+                gemm(b, g, hsz, a.data_ptr(), hsz, 0, whh_p, ld_hh, None, 0, hh_p, g)  # a_t W_hh (B, G)
             cell_fwd(b, hsz, gx_p, g, None if (t == 0 and not cuw[t]) else hh_p, g, gr_p, g, cs_p[t], params_p,
                      hs_p[t + 1], cs_p[t + 1], saved_p[t])
             kidx.append(k)
             if active[t]:
-                torch.mm(hs_v[t + 1], w_xi, out=xis_v[k])
+                gemm(b, x, hsz, hs_p[t + 1], hsz, 0, wxi_p, ld_xi, None, 0, xis_p[k], x)  # xi_t = h_t W_xi (B, X)
                 mem_fwd(b, *dims, int(write[t]), clip, xis_p[k], states_p[k], states_p[k + 1], rs_p[k + 1])
                 k += 1
-                torch.mm(rs_v[k], w_read, out=gr)
+                gemm(b, g, rsz, rs_p[k], rsz, 0, wread_p, ld_read, None, 0, gr_p, g)  # r_t W_read (B, G)
             if t + 1 < steps and not cuw[t + 1]:
-                torch.mm(hs_v[t + 1], w_hh, out=hh)
+                gemm(b, g, hsz, hs_p[t + 1], hsz, 0, whh_p, ld_hh, None, 0, hh_p, g)  # h_t W_hh (B, G)
         dec_rows = [kidx[t] + 1 for t in range(te, steps)]  # each decoder step's r in rs
         ctx.plan = plan
         if ws.reserved:  # released when this graph is freed (after its backward, or without one)
@@ -297,15 +301,7 @@ class _Sequence(torch.autograd.Function):
         te, td, kidx, anchors, dec_rows = ctx.meta
         w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
         _check_unchanged(ctx)
-        write, active, cuw = plan.write, plan.active, plan.cuw
-        steps = te + td
-        b, hsz = ws.hs.shape[1], ws.hs.shape[2]
-        g = w_hh.shape[1]
-
-        dz, dxis, d_rs, dh_pending = ws.dz, ws.dxis, ws.d_rs, ws.dh_pending
-        dz_v, dxis_v, d_rs_v, dh_pending_v, hs_v = ws.dz_v, ws.dxis_v, ws.d_rs_v, ws.dh_pending_v, ws.hs_v
-        dz_p, dxis_p, d_rs_p, hs_p, cs_p, saved_p, xis_p, states_p = (ws.dz_p, ws.dxis_p, ws.d_rs_p, ws.hs_p,
-                                                                      ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p)
+        dh_pending, d_rs = ws.dh_pending, ws.d_rs
         dh_pending.zero_()
         if d_hdec is not None:
             dh_pending[te + 1:] = d_hdec
@@ -313,58 +309,15 @@ class _Sequence(torch.autograd.Function):
         if d_rdec is not None:
             d_rs[dec_rows] = d_rdec
         ws.d_state.zero_()
-        d_state_p = [ws.d_state[0].data_ptr(), ws.d_state[1].data_ptr()]
-        cur = 0  # which half of ws.d_state holds the gradient of the current state
-        dh, dc, dzsum = ws.dh, ws.dc, ws.dzsum
-        dc.zero_()
-        dh_p, dc_p, scratch_p = dh.data_ptr(), dc.data_ptr(), ws.scratch.data_ptr()
-        spanned = False
+        ws.dc.zero_()
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
-        d_cell_p, params_p = pointer(d_cell), pointer(cell_params)
         d_attn = [torch.zeros_like(p) for p in attn_params]
-        att = plan.attention
-        attn_b = att.backward_params(attn_params) if att is not None else []  # as the kernel's backward takes them
-        attn_p = [p.data_ptr() for p in attn_b]
-        d_attn_p = [p.data_ptr() for p in d_attn]
-        att_bwd, att_sizes = (plan.fn(f"{att.kernel}_bwd"), att.sizes) if att is not None else (None, ())
-        dh_pending_p = addresses(dh_pending)
-        w_hh_t, w_xi_t, w_read_t = w_hh.t(), w_xi.t(), w_read.t()
-        cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
-        mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
-        dims, clip = plan.dims, plan.clip
+        cur = _backward_steps(ctx, d_cell, d_attn)
         need = ctx.needs_input_grad
-        for t in range(steps - 1, -1, -1):
-            k = kidx[t]
-            if active[t]:
-                mem_bwd(b, *dims, int(write[t]), clip, xis_p[k], states_p[k], d_state_p[cur], d_rs_p[k + 1],
-                        d_state_p[1 - cur], dxis_p[k])
-                cur = 1 - cur
-            # dh_t: from outside, from z_{t+1} (unless CUW replaced h_t there) and from xi_t
-            if t + 1 < steps and not cuw[t + 1]:
-                torch.addmm(dh_pending_v[t + 1], dz_v[t + 1], w_hh_t, out=dh)
-            else:
-                dh.copy_(dh_pending_v[t + 1])
-            if active[t]:
-                dh.addmm_(dxis_v[k], w_xi_t)
-            cell_bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_p, dc_p, dz_p[t], g, d_cell_p, scratch_p)
-            if cuw[t]:  # the gradient of a_t: to h_{t-1}, the cached states, r_{t-1} and the attention
-                _, first, n, alpha, act = anchors[t]
-                d_a = dz_v[t] @ w_hh_t  # (B, H)
-                att_bwd(b, n, *att_sizes, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
-                        alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
-                        d_rs_p[k], *d_attn_p)
-            # r_k fed z_t: its gradient gathers dz over the steps that held it, one product per span
-            if spanned:
-                dzsum.add_(dz_v[t])
-            if t == 0 or active[t - 1]:
-                d_rs_v[k].addmm_(dzsum if spanned else dz_v[t], w_read_t)
-                spanned = False
-            elif not spanned:
-                dzsum.copy_(dz_v[t])
-                spanned = True
+        dz = ws.dz
         d_gx_enc = dz[:te] if need[1] else None
         d_gx_dec = dz[te:] if need[2] else None
-        d_w_hh, d_w_read, d_w_xi = _weight_grads(ws, need, active, kidx, anchors, steps)
+        d_w_hh, d_w_read, d_w_xi = _weight_grads(ws, need, plan.active, kidx, anchors, te + td, plan.fn("gemm"))
         d_state = ws.d_state[cur].clone() if need[7] else None
         d_r0 = d_rs[0].clone() if need[8] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them
@@ -376,6 +329,72 @@ class _Sequence(torch.autograd.Function):
                 d_state, d_r0, *d_attn)
 
 
+def _backward_steps(ctx, d_cell: Optional[torch.Tensor], d_attn: List[torch.Tensor]) -> int:
+    """The backward's loop over the steps in reverse: the data gradients (dz, the interfaces', the read
+    vectors', the memory state's) into the workspace, the cell's and the attention's parameter gradients
+    added to ``d_cell`` and ``d_attn``. Returns which half of ``ws.d_state`` holds the initial state's."""
+    plan = ctx.plan
+    ws = plan.workspace
+    te, td, kidx, anchors, _ = ctx.meta
+    w_hh, w_read, w_xi, cell_params, attn_params = ctx.weights
+    write, active, cuw = plan.write, plan.active, plan.cuw
+    steps = te + td
+    b, hsz = ws.hs.shape[1], ws.hs.shape[2]
+    g, x, rsz = w_hh.shape[1], w_xi.shape[1], w_read.shape[0]
+    dz_v, dh_pending_v = ws.dz_v, ws.dh_pending_v
+    dz_p, dxis_p, d_rs_p, hs_p, cs_p, saved_p, xis_p, states_p = (ws.dz_p, ws.dxis_p, ws.d_rs_p, ws.hs_p,
+                                                                  ws.cs_p, ws.saved_p, ws.xis_p, ws.states_p)
+    d_state_p = [ws.d_state[0].data_ptr(), ws.d_state[1].data_ptr()]
+    cur = 0  # which half of ws.d_state holds the gradient of the current state
+    dh, dzsum = ws.dh, ws.dzsum
+    dh_p, dc_p, scratch_p, dzsum_p = dh.data_ptr(), ws.dc.data_ptr(), ws.scratch.data_ptr(), dzsum.data_ptr()
+    spanned = False
+    d_cell_p, params_p = pointer(d_cell), pointer(cell_params)
+    att = plan.attention
+    attn_b = att.backward_params(attn_params) if att is not None else []  # as the kernel's backward takes them
+    attn_p = [p.data_ptr() for p in attn_b]
+    d_attn_p = [p.data_ptr() for p in d_attn]
+    att_bwd, att_sizes = (plan.fn(f"{att.kernel}_bwd"), att.sizes) if att is not None else (None, ())
+    dh_pending_p = addresses(ws.dh_pending)
+    # the weights transposed, rows contiguous: W_hh^T (G, H), W_xi^T (X, H), W_read^T (G, read_size)
+    w_hh_t, w_xi_t, w_read_t = (w.t().contiguous() for w in (w_hh, w_xi, w_read))
+    whh_t_p, wxi_t_p, wread_t_p = w_hh_t.data_ptr(), w_xi_t.data_ptr(), w_read_t.data_ptr()
+    gemm = plan.fn("gemm")  # C = C0 + A B (native/gemm.cpp)
+    cell_bwd = plan.fn(f"{plan.cell.kernel}_bwd")
+    mem_bwd = plan.fn(f"{plan.memory.kernel}_bwd")
+    dims, clip = plan.dims, plan.clip
+    for t in range(steps - 1, -1, -1):
+        k = kidx[t]
+        if active[t]:
+            mem_bwd(b, *dims, int(write[t]), clip, xis_p[k], states_p[k], d_state_p[cur], d_rs_p[k + 1],
+                    d_state_p[1 - cur], dxis_p[k])
+            cur = 1 - cur
+        # dh_t (B, H): from outside, from z_{t+1} (unless CUW replaced h_t there) and from xi_t
+        if t + 1 < steps and not cuw[t + 1]:
+            gemm(b, hsz, g, dz_p[t + 1], g, 0, whh_t_p, hsz, dh_pending_p[t + 1], hsz, dh_p, hsz)
+        else:
+            dh.copy_(dh_pending_v[t + 1])
+        if active[t]:
+            gemm(b, hsz, x, dxis_p[k], x, 0, wxi_t_p, hsz, dh_p, hsz, dh_p, hsz)
+        cell_bwd(b, hsz, cs_p[t], hs_p[t + 1], saved_p[t], params_p, dh_p, dc_p, dz_p[t], g, d_cell_p, scratch_p)
+        if cuw[t]:  # the gradient of a_t: to h_{t-1}, the cached states, r_{t-1} and the attention
+            _, first, n, alpha, act = anchors[t]
+            d_a = dz_v[t] @ w_hh_t  # (B, H)
+            att_bwd(b, n, *att_sizes, hs_p[t], hs_p[first], b * hsz, ws.rs_p[k], *attn_p,
+                    alpha.data_ptr(), act.data_ptr(), d_a.data_ptr(), dh_pending_p[t], dh_pending_p[first],
+                    d_rs_p[k], *d_attn_p)
+        # r_k fed z_t: its gradient (B, read_size) gathers dz over the steps that held it, one product per span
+        if spanned:
+            dzsum.add_(dz_v[t])
+        if t == 0 or active[t - 1]:
+            gemm(b, rsz, g, dzsum_p if spanned else dz_p[t], g, 0, wread_t_p, rsz, d_rs_p[k], rsz, d_rs_p[k], rsz)
+            spanned = False
+        elif not spanned:
+            dzsum.copy_(dz_v[t])
+            spanned = True
+    return cur
+
+
 def _check_unchanged(ctx) -> None:
     """The backward's guard: no weight the forward kept by reference was changed in place since."""
     w_hh, w_read, w_xi, _, attn_params = ctx.weights
@@ -384,29 +403,37 @@ def _check_unchanged(ctx) -> None:
                            "its backward (e.g. an optimizer step before backward()): run backward() first")
 
 
-def _weight_grads(ws, need, active, kidx, anchors, steps):
+def _weight_grads(ws, need, active, kidx, anchors, steps, gemm):
     """The recurrent weights' gradients, each one product over all steps (after the backward's loop).
 
     Returns (dW_hh, dW_read, dW_xi), None where autograd does not need one.
     """
     dz, dxis = ws.dz, ws.dxis  # (S, B, G), (A, B, interface)
-    hsz, g = ws.hs.shape[2], dz.shape[2]
     d_w_hh = d_w_read = d_w_xi = None
     every = all(active)  # then step t reads r_t-1 = rs[t] and makes xi from hs[t + 1]: slices, no gathers
     if need[4]:
         r_in = ws.rs[:steps] if every else ws.rs[kidx]  # (S, B, read_size): the r each step's z used
-        d_w_read = r_in.reshape(-1, ws.rs.shape[2]).t() @ dz.reshape(-1, g)
+        d_w_read = _at_b(gemm, r_in, dz)
     if need[5]:
         h_act = ws.hs[1:] if every else ws.hs[[t + 1 for t in range(steps) if active[t]]]  # (A, B, H)
-        d_w_xi = h_act.reshape(-1, hsz).t() @ dxis.reshape(-1, dxis.shape[2])
+        d_w_xi = _at_b(gemm, h_act, dxis)
     if need[3]:  # step t's z used hs[t] = h_{t-1}, or a_t at a CUW write: a_t stands in hs[t] for one product
         rows = list(anchors)
         kept = ws.hs[rows] if rows else None  # (W, B, H)
         try:
             if rows:
                 ws.hs[rows] = torch.stack([anchors[t][0] for t in rows])
-            d_w_hh = ws.hs[:steps].reshape(-1, hsz).t() @ dz.reshape(-1, g)
+            d_w_hh = _at_b(gemm, ws.hs[:steps], dz)
         finally:  # hs is the forward's record (a second backward reads it again)
             if rows:
                 ws.hs[rows] = kept
     return d_w_hh, d_w_read, d_w_xi
+
+
+def _at_b(gemm, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a^T b over all steps and rows: a (S, B, M) and b (S, B, N), both contiguous, to (M, N)."""
+    m, n = a.shape[-1], b.shape[-1]
+    k = a.numel() // m
+    out = torch.empty(m, n, dtype=a.dtype, device=a.device)
+    gemm(m, n, k, a.data_ptr(), m, 1, b.data_ptr(), n, None, 0, out.data_ptr(), n)
+    return out

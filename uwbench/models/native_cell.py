@@ -8,13 +8,13 @@ then the decoder from its final state), checked in float64 in ``tests/test_nativ
                       h_t, c_t = cell(z_t, c_{t-1})                      (C++, ``native/cells.cpp``)
 
 The input projections gx of all steps are made before (one matmul per phase, as on the torch path),
-h_{t-1} W_hh is one BLAS call per step into a preallocated buffer and the cell is one C++ call on the
-whole batch; the backward runs the steps in reverse (dh_t = dz_{t+1} W_hh^T + the gradient from the
+h_{t-1} W_hh is one call per step to the kernels' matrix product (``native/gemm.cpp``) into a preallocated
+buffer and the cell is one C++ call on the whole batch; the backward runs the steps in reverse (dh_t = dz_{t+1} W_hh^T + the gradient from the
 output, then the cell's backward) and makes W_hh's gradient with one product over all steps at the
 end. The buffers are the memory path's workspace (``native.py``) without its memory parts, reused
 from call to call in the same way, and the backward's own (``_PaddedGrad``): dh's products run on rows
-padded to a multiple of 16 columns, which MKL's kernels take faster than rows of H = 125
-(benchmarks/README.md).
+padded to a multiple of 16 columns, which fill whole vectors (MKL, which ran these products before, also
+took them faster than rows of H = 125; benchmarks/README.md).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from typing import Tuple
 import torch
 
 from uwbench import native as kernels
-from uwbench.models.native import (_SUFFIX, _Workspace, checked_kernels, pointer, release_workspace,
+from uwbench.models.native import (_SUFFIX, _Workspace, _at_b, checked_kernels, pointer, release_workspace,
                                    unsupported_reason, workspace)
 from uwbench.native.parts import CellKernel
 
@@ -34,6 +34,7 @@ from uwbench.native.parts import CellKernel
 class _CellPlan:
     fwd: object  # the cell kernel's forward and backward (with dh's row stride) entry points for the dtype
     bwd: object
+    gemm: object  # the matrix product (native/gemm.cpp) for the dtype
     cell: CellKernel
     workspace: _Workspace
     encoder_steps: int
@@ -81,7 +82,7 @@ def run_cells(model, gx_enc: torch.Tensor, gx_dec: torch.Tensor) -> torch.Tensor
     sizes = (b, te, td, 0, ctrl.hidden_size, g, 0, 0, 0, dtype)  # no memory: no interfaces, states or reads
     sfx = _SUFFIX[dtype]
     plan = _CellPlan(fwd=getattr(lib, f"{cell.kernel}_fwd_{sfx}"), bwd=getattr(lib, f"{cell.kernel}_bwd_ld_{sfx}"),
-                     cell=cell, workspace=workspace(model, sizes, lib, cell, grad), encoder_steps=te,
+                     gemm=getattr(lib, f"gemm_{sfx}"), cell=cell, workspace=workspace(model, sizes, lib, cell, grad), encoder_steps=te,
                      gx_leaf=(gx_enc.is_leaf, gx_dec.is_leaf))
     return _Cells.apply(plan, *inputs)
 
@@ -99,9 +100,11 @@ class _Cells(torch.autograd.Function):
         te, b, g = gx_enc.shape
         steps = te + gx_dec.shape[0]
         hsz = w_hh.shape[0]
-        hs_v, hs_p, cs_p, saved_p = ws.hs_v, ws.hs_p, ws.cs_p, ws.saved_p
+        hs_p, cs_p, saved_p = ws.hs_p, ws.cs_p, ws.saved_p
         hh = ws.hh
         hh_p, params_p = hh.data_ptr(), pointer(cell_params)
+        w_rows = w_hh if w_hh.stride(1) == 1 else w_hh.contiguous()  # (H, G), rows contiguous
+        w_p, ld_w, gemm = w_rows.data_ptr(), w_rows.stride(0), plan.gemm
         enc_p, dec_p, row = gx_enc.data_ptr(), gx_dec.data_ptr(), b * g * gx_enc.element_size()
         fwd = plan.fwd
         for t in range(steps):
@@ -110,7 +113,7 @@ class _Cells(torch.autograd.Function):
             fwd(b, hsz, gx_p, g, None if t == 0 else hh_p, g, None, g, cs_p[t], params_p, hs_p[t + 1], cs_p[t + 1],
                 saved_p[t])
             if t + 1 < steps:
-                torch.mm(hs_v[t + 1], w_hh, out=hh)  # (B, G)
+                gemm(b, g, hsz, hs_p[t + 1], hsz, 0, w_p, ld_w, None, 0, hh_p, g)  # h_t W_hh (B, G)
         ctx.plan = plan
         if ws.reserved:  # released when this graph is freed (after its backward, or without one)
             weakref.finalize(ctx, release_workspace, ws)
@@ -136,7 +139,7 @@ class _Cells(torch.autograd.Function):
         else:
             pending[te + 1:].zero_()
         pad.w_hh_t[:, :hsz] = w_hh.t()  # (G, Hp)
-        dz, dz_v, pending_v, pending_p, w_hh_t, dh = ws.dz, ws.dz_v, pad.pending_v, pad.pending_p, pad.w_hh_t, pad.dh
+        dz, pending_p, w_hh_t_p, dh, gemm = ws.dz, pad.pending_p, pad.w_hh_t.data_ptr(), pad.dh, plan.gemm
         dc = ws.dc
         dc.zero_()
         d_cell = torch.zeros_like(cell_params) if cell_params is not None else None
@@ -146,7 +149,7 @@ class _Cells(torch.autograd.Function):
         bwd = plan.bwd
         for t in range(steps - 1, -1, -1):
             if t + 1 < steps:  # dh_t: from the output, and from z_{t+1}
-                torch.addmm(pending_v[t + 1], dz_v[t + 1], w_hh_t, out=dh)  # (B, Hp)
+                gemm(b, hp, g, dz_p[t + 1], g, 0, w_hh_t_p, hp, pending_p[t + 1], hp, dh_p, hp)  # (B, Hp)
                 dh_t = dh_p
             else:
                 dh_t = pending_p[t + 1]
@@ -154,7 +157,7 @@ class _Cells(torch.autograd.Function):
         need = ctx.needs_input_grad
         d_w_hh = None
         if need[3]:  # step t's z used h_{t-1} = hs[t]; the first step's is zero
-            d_w_hh = ws.hs[1:steps].reshape(-1, hsz).t() @ dz[1:].reshape(-1, g)  # (H, G)
+            d_w_hh = _at_b(plan.gemm, ws.hs[1:steps], dz[1:])  # (H, G)
         d_gx_enc = dz[:te] if need[1] else None
         d_gx_dec = dz[te:] if need[2] else None
         # the input projections' gradients are views of the workspace: copies where autograd could keep them

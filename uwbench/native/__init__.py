@@ -20,8 +20,9 @@ process (a test) can run one model on each.
 ``library()`` returns the loaded library or raises ``NativeUnavailable`` naming why (no compiler, a
 failed build); ``available()`` says whether it can be had. Every entry point is typed from one table,
 ``SIGNATURES`` (by kernel family; ``KERNELS`` gives each kernel's family and number of size
-arguments). The kernels' ABI is documented in each source file; ``uwbench.native.parts`` has what a
-model part declares to use them and the check of that against the kernels' exported sizes, and
+arguments), and the routines the drivers share (``gemm.cpp``'s matrix products) from ``ROUTINES``.
+The kernels' ABI is documented in each source file; ``uwbench.native.parts`` has what a model part
+declares to use them and the check of that against the kernels' exported sizes, and
 ``uwbench.models.native`` drives them.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Dict, List, Optional, Tuple
 
 from uwbench import env
 
-SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp")
+SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp", "gemm.cpp")
 HEADERS = ("vmath.h",)
 # -fno-trapping-math (torch builds with it too): no kernel unmasks floating-point exceptions, and without it
 # the compiler may not vectorise a loop whose division it cannot prove safe to run on every lane (the
@@ -87,6 +88,11 @@ SIGNATURES: Dict[str, Dict[str, Tuple[List, List, Optional[type]]]] = {
         "bwd": ([_i, _i], [_p, _p, _l] + [_p] * 15, None),
         "params_size": ([], [], _i), "act_size": ([], [], _i),
     },
+}
+# the routines the kernels' drivers share, each <name>_f32 / _f64: argument types, result type
+ROUTINES: Dict[str, Tuple[List, Optional[type]]] = {
+    # C (M x N) = C0 (or zero) + op(A) B: (M, N, K, A, lda, trans_a, B, ldb, C0, ldc0, C, ldc), gemm.cpp
+    "gemm": ([_i, _i, _i, _p, _l, _i, _p, _l, _p, _l, _p, _l], None),
 }
 
 _lock = threading.Lock()
@@ -308,4 +314,12 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
                                             "disagree") from exc
                 fn.argtypes = before + [_i] * arity + after
                 fn.restype = result
+    for routine, (args, result) in ROUTINES.items():
+        for t in FLOAT_TYPES:
+            try:
+                fn = getattr(lib, f"{routine}_{t}")
+            except AttributeError as exc:
+                raise NativeUnavailable(f"the native library has no entry point {routine}_{t}: its sources and "
+                                        "uwbench/native/__init__.py's ROUTINES disagree") from exc
+            fn.argtypes, fn.restype = args, result
     return lib
