@@ -70,6 +70,7 @@ def test_a_run_that_collapsed_after_its_best_is_read_up_to_it():
     g = acc(frame, guess_loss=2.25)
     assert g.state == CONVERGED and g.collapsed == (9000,)
     assert "1 of 2 runs collapsed to the guessing level after their best evaluation (at 9,000 updates)" in g.detail
+    assert g.brief.endswith("per 1,000 updates, 1 of 2 runs collapsed late")
     # read to the end instead, the cell would be falling: the collapse is what the rule reads past
     plain = curves({"ok": learned, "dead": dead}, loss=0.4)
     assert acc(plain, guess_loss=2.25).state == regime.FALLING and acc(plain, guess_loss=2.25).collapsed == ()

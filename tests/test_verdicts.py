@@ -156,11 +156,12 @@ def test_at_the_papers_budget_an_unsettled_side_is_tested_and_named():
     """The paper's claims are claims at its budget: runs that made it are tested even while still rising,
     and the verdict names the side that had not settled; the same curves at a smaller budget are not testable."""
     s = frame(cell("reg", mean=70, std=2), cell("uw", writer="uniform", mean=95, std=1))
-    rising_paper = Regime(regime.RISING, 10000, 2.6, detail="still improving by +2.6 points", paper_budget=True)
+    rising_paper = Regime(regime.RISING, 10000, 2.6, detail="still improving by +2.6 points", paper_budget=True,
+                          brief="+2.6 points per 1,000 updates")
     r = result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_paper})
     c = r.comparisons[0]
     assert r.verdict == YES and c.p is not None
-    assert "at the paper's budget, where DNC+UW is rising (still improving by +2.6 points)" in c.reason
+    assert "at the paper's budget, where DNC+UW is rising (+2.6 points per 1,000 updates)" in c.reason
     assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": CONVERGED}).comparisons[0].reason == ""
     rising_short = Regime(regime.RISING, 2000, 2.6, detail="still improving", paper_budget=False)
     assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_short}).verdict == NOT_TESTABLE

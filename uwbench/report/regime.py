@@ -76,6 +76,7 @@ class Regime:
     detail: str = ""
     collapsed: Tuple[int, ...] = ()  # the best-evaluation steps of the runs that collapsed after them
     paper_budget: bool = False  # the runs made the paper's number of updates
+    brief: str = ""  # the slope (and any collapse) in a few words, for a verdict's reason
 
     @property
     def converged(self) -> bool:
@@ -151,12 +152,14 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     slope = round(per_k / level if rule.relative and level > 0 else per_k, 9)
     loss = round(float(np.mean(losses)), 9) if losses else None
     paper_budget = paper_steps is not None and last >= paper_steps
-    base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
-                paper_budget=paper_budget)
     shown = f"{slope:+.1%} of its level" if rule.relative else f"{slope:+.1f}{' ' + unit if unit else ''}"
     note = (f"; {len(collapsed)} of {len(slopes)} runs collapsed to the guessing level after their best "
             f"evaluation (at {', '.join(f'{c:,}' for c in sorted(collapsed))} updates), read up to it"
             if collapsed else "")
+    brief = f"{shown} per 1,000 updates" + (f", {len(collapsed)} of {len(slopes)} runs collapsed late"
+                                            if collapsed else "")
+    base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
+                paper_budget=paper_budget, brief=brief)
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
                                              f"(converged: at most {rule.text(unit)}){note}")

@@ -162,8 +162,9 @@ def decide(comps: List[Comparison], higher_better: bool) -> None:
 def _unsettled(c: Comparison) -> str:
     """For a comparison tested at the paper's budget: the sides that had not converged there, or ''."""
     sides = [v for v in (c.winner, c.loser) if v.regime is not None and not v.regime.converged]
-    return ("at the paper's budget, where " + "; ".join(f"{v.label} is {v.regime.state} ({v.regime.detail})"
-                                                         for v in sides)) if sides else ""
+    return ("at the paper's budget, where " + "; ".join(
+        f"{v.label} is {v.regime.state}" + (f" ({v.regime.brief})" if v.regime.brief else "") for v in sides)
+            if sides else "")
 
 
 def combine(verdicts: Sequence[str]) -> str:
