@@ -74,6 +74,10 @@ def test_run_is_recorded_and_readable_with_search_runs(tracking_uri):
     assert row["metrics.test_accuracy"] == pytest.approx(result.test)
     history = mlflow.tracking.MlflowClient(tracking_uri).get_metric_history(result.run_id, "eval_accuracy")
     assert [m.step for m in history] == [10, 20]
+    # the largest gradient before clipping, per evaluation window: recorded, positive, as the run saw it
+    sizes = mlflow.tracking.MlflowClient(tracking_uri).get_metric_history(result.run_id, "grad_norm_max")
+    assert [m.step for m in sizes] == [10, 20] and all(m.value > 0 for m in sizes)
+    assert [m.value for m in sizes] == pytest.approx(result.history["grad_norm_max"])
     # the best checkpoint is an artifact and loads with weights_only=True
     path = mlflow.tracking.MlflowClient(tracking_uri).download_artifacts(result.run_id, "checkpoint/best.pt")
     state = load_checkpoint(path)
@@ -117,13 +121,18 @@ def test_per_tensor_clipping_bounds_each_tensor_and_global_bounds_the_total():
     a = torch.nn.Parameter(torch.zeros(3))
     b = torch.nn.Parameter(torch.zeros(2))
     a.grad, b.grad = torch.tensor([30.0, 40.0, 0.0]), torch.tensor([0.3, 0.4])
-    clip_gradients([a, b], 10.0, "per_tensor")
+    size = clip_gradients([a, b], 10.0, "per_tensor")
     assert a.grad.norm() == pytest.approx(10.0, rel=1e-5)
     assert b.grad.norm() == pytest.approx(0.5)  # under the threshold: untouched
+    assert float(size) == pytest.approx(50.0)  # the largest tensor's norm before clipping
     a.grad, b.grad = torch.tensor([30.0, 40.0, 0.0]), torch.tensor([0.3, 0.4])
-    clip_gradients([a, b], 10.0, "global")
+    size = clip_gradients([a, b], 10.0, "global")
     total = torch.cat([a.grad, b.grad]).norm()
     assert total == pytest.approx(10.0, rel=1e-5)
+    assert float(size) == pytest.approx((50.0 ** 2 + 0.5 ** 2) ** 0.5)  # the global norm before clipping
+    a.grad, b.grad = torch.tensor([30.0, 40.0, 0.0]), torch.tensor([0.3, 0.4])
+    assert float(clip_gradients([a, b], 10.0, "none")) == pytest.approx(50.0) and a.grad[1] == 40.0
+    assert clip_gradients([torch.nn.Parameter(torch.zeros(1))], 10.0, "per_tensor") is None  # no gradient
 
 
 def test_cuda_request_without_gpu_is_a_clear_error():

@@ -92,17 +92,23 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def clip_gradients(params, clip: float, mode: str) -> None:
+def clip_gradients(params, clip: float, mode: str) -> Optional[torch.Tensor]:
     """Per-tensor L2 clipping (each gradient tensor scaled to norm <= clip; the authors' code,
-    docs/reference.md §8.2) or global-norm clipping."""
-    grads = [p for p in params if p.grad is not None]
+    docs/reference.md §8.2) or global-norm clipping.
+
+    Returns the gradient's size before clipping, as a 0-d tensor (no host sync): the largest tensor's
+    L2 norm (per-tensor mode), the global norm (global mode), or the largest tensor's norm (none).
+    """
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return None
+    if mode == "global":
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    grads = [p.grad for p in params]
+    norms = torch._foreach_norm(grads)  # one fused call for all tensors, no host sync
     if mode == "per_tensor":
-        # torch's foreach norm: one fused call for all tensors, no host sync
-        norms = torch._foreach_norm([p.grad for p in grads])
-        scales = [torch.clamp(clip / (n + 1e-6), max=1.0) for n in norms]
-        torch._foreach_mul_([p.grad for p in grads], scales)
-    elif mode == "global":
-        torch.nn.utils.clip_grad_norm_(grads, clip)
+        torch._foreach_mul_(grads, [torch.clamp(clip / (n + 1e-6), max=1.0) for n in norms])
+    return torch.stack(norms).max()
 
 
 def resolve_threads(threads: Optional[int], device: torch.device) -> Optional[int]:
@@ -288,13 +294,16 @@ class _Trainer:
         self.result = RunResult(status="failed", metric=self.task.metric, num_parameters=self.model.num_parameters(),
                                 threads=torch.get_num_threads(), path=path,
                                 path_reason=path_reason)
-        self.result.history = {"step": [], "train_loss": [], self.keys.eval: [], "seconds_per_100": []}
+        self.result.history = {"step": [], "train_loss": [], self.keys.eval: [], "seconds_per_100": [],
+                               record.GRAD_NORM: []}
         self.counters = _Counters()
         self.best_state = None
         self.start, self.done = 0, False
         if saved is not None:
             self.counters = _restore(saved, self.model, self.optimizer, self.generators, self.result)
             self.best_state, self.start, self.done = saved["best_state"], saved["step"], saved["done"]
+            # a checkpoint written before the gradient size was recorded: its evaluations have none
+            self.result.history.setdefault(record.GRAD_NORM, [None] * len(self.result.history["step"]))
         self.bar = None
 
     def train(self, progress: bool, progress_desc: Optional[str]) -> RunResult:
@@ -334,6 +343,7 @@ class _Trainer:
         tc, task, model, device = self.tc, self.task, self.model, self.device
         train_gen = self.generators["train"]
         loss_sum = torch.zeros((), device=device)
+        grad_max = torch.zeros((), device=device)  # the largest gradient before clipping in the window
         window_steps = 0  # updates in the current evaluation window (for the mean loss)
         timer = timing.UpdateTimer(self.start + 1, torch.cuda.synchronize if device.type == "cuda" else (lambda: None))
         model.train()
@@ -348,7 +358,9 @@ class _Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             timer.model_end()
-            clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
+            size = clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
+            if size is not None:
+                torch.maximum(grad_max, size.detach().to(grad_max.dtype), out=grad_max)
             self.optimizer.step()
             loss_sum += loss.detach()
             # Drop this update's graph now: held until the next forward, it costs a share of every update
@@ -361,14 +373,16 @@ class _Trainer:
                 mean_loss = float(loss_sum) / window_steps
                 if not math.isfinite(mean_loss):
                     raise Diverged(f"loss became {mean_loss} by update {step}")
+                grad_size = float(grad_max)
                 loss_sum.zero_()
+                grad_max.zero_()
                 window_steps = 0
-                if self._evaluation(step, mean_loss, timer):
+                if self._evaluation(step, mean_loss, timer, grad_size):
                     break
             if self.bar is not None:
                 self.bar.update(1)
 
-    def _evaluation(self, step: int, mean_loss: float, timer: timing.UpdateTimer) -> bool:
+    def _evaluation(self, step: int, mean_loss: float, timer: timing.UpdateTimer, grad_size: float) -> bool:
         """Evaluate, record the curve point, keep the best weights, checkpoint when due, report for
         pruning; returns whether the run is done (its last update, or early stopping)."""
         tc, result, counters = self.tc, self.result, self.counters
@@ -383,8 +397,9 @@ class _Trainer:
         h["train_loss"].append(mean_loss)
         h[self.keys.eval].append(value)
         h["seconds_per_100"].append(sec100)
+        h[record.GRAD_NORM].append(grad_size)
         if self.run is not None:
-            record.log_evaluation(self.run, self.keys, step, mean_loss, value, sec100)
+            record.log_evaluation(self.run, self.keys, step, mean_loss, value, sec100, grad_size)
         if result.best_eval is None or self.measure.better(value, result.best_eval):
             result.best_eval, result.best_step = value, step
             self.best_state = copy.deepcopy(self.model.state_dict())

@@ -11,6 +11,11 @@ from uwbench import metrics
 from uwbench.config import flatten
 
 
+# the largest gradient before clipping over an evaluation window (the largest tensor's L2 norm under
+# per-tensor clipping, the global norm under global clipping): where a loss spike or a collapse shows first
+GRAD_NORM = "grad_norm_max"
+
+
 class MetricKeys:
     """The MLflow names of one task's metrics (``eval_accuracy``, ``best_eval_accuracy``,
     ``test_accuracy``)."""
@@ -35,7 +40,7 @@ def open_run(run, resolved, result, saved: Optional[Dict], resumes: int, device)
         run.delete_tags(["error"])  # the interruption's; the run goes on
         h = result.history
         for i, s in enumerate(h["step"]):
-            run.log_metrics({k: h[k][i] for k in h if k != "step"}, s)
+            run.log_metrics({k: h[k][i] for k in h if k != "step" and h[k][i] is not None}, s)
     run.set_tags({"num_parameters": result.num_parameters, "device": str(device),
                   "torch_threads": result.threads, "resumes": resumes,
                   "compiled": result.path == "compiled", "path": result.path,
@@ -43,8 +48,10 @@ def open_run(run, resolved, result, saved: Optional[Dict], resumes: int, device)
     run.log_provenance("provenance" if saved is None else f"provenance/resume-{resumes}")
 
 
-def log_evaluation(run, keys: MetricKeys, step: int, mean_loss: float, value: float, sec100: float) -> None:
-    run.log_metrics({"train_loss": mean_loss, keys.eval: value, "seconds_per_100": sec100}, step)
+def log_evaluation(run, keys: MetricKeys, step: int, mean_loss: float, value: float, sec100: float,
+                   grad_size: float) -> None:
+    run.log_metrics({"train_loss": mean_loss, keys.eval: value, "seconds_per_100": sec100, GRAD_NORM: grad_size},
+                    step)
 
 
 def log_final(run, keys: MetricKeys, result, counters, best_state) -> None:
