@@ -160,9 +160,13 @@ def test_at_the_papers_budget_an_unsettled_side_is_tested_and_named():
                           brief="+2.6 points per 1,000 updates")
     r = result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_paper})
     c = r.comparisons[0]
-    assert r.verdict == YES and c.p is not None
+    assert r.verdict == verdicts.YES_UNSETTLED and c.verdict == verdicts.YES_UNSETTLED and c.p is not None
     assert "at the paper's budget, where DNC+UW is rising (+2.6 points per 1,000 updates)" in c.reason
-    assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": CONVERGED}).comparisons[0].reason == ""
+    settled = result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": CONVERGED})
+    assert settled.verdict == YES and settled.comparisons[0].reason == ""  # a plain yes only when both converged
+    behind = frame(cell("reg", mean=95, std=1), cell("uw", writer="uniform", mean=70, std=2))
+    assert result("uw-beats-regular", behind, regimes={"reg": rising_paper, "uw": CONVERGED}).verdict == \
+        verdicts.NO_UNSETTLED
     rising_short = Regime(regime.RISING, 2000, 2.6, detail="still improving", paper_budget=False)
     assert result("uw-beats-regular", s, regimes={"reg": CONVERGED, "uw": rising_short}).verdict == NOT_TESTABLE
 
@@ -203,6 +207,10 @@ def test_a_claim_is_no_when_any_comparison_is_no_and_yes_only_when_all_are():
                   cell("reg100", seq_len=100, mean=50, std=9), cell("uw100", seq_len=100, writer="uniform", mean=52, std=9))
     assert result("uw-beats-regular", mixed).verdict == INCONCLUSIVE
     assert verdicts.combine([]) == INCONCLUSIVE
+    ys, ns = verdicts.YES_UNSETTLED, verdicts.NO_UNSETTLED
+    assert verdicts.combine([YES, ys]) == ys and verdicts.combine([YES, YES]) == YES
+    assert verdicts.combine([ys, ns]) == ns and verdicts.combine([ns, NO]) == NO
+    assert verdicts.combine([ys, INCONCLUSIVE]) == INCONCLUSIVE and verdicts.combine([ys, NOT_TESTABLE]) == NOT_TESTABLE
 
 
 def test_pairs_hold_the_other_axes_fixed_and_absent_claims_are_skipped():

@@ -44,7 +44,9 @@ TASK_ORDER = ("copy", "reverse", "double", "add")  # the suite's column order; o
 BETTER, WORSE, NS = "better", "worse", "n.s."
 OUTCOMES = (BETTER, WORSE, NS, verdicts.NOT_TESTABLE)
 OUTCOME_OF = {verdicts.YES: BETTER, verdicts.NO: WORSE, verdicts.INCONCLUSIVE: NS,
-            verdicts.NOT_TESTABLE: verdicts.NOT_TESTABLE}
+            verdicts.NOT_TESTABLE: verdicts.NOT_TESTABLE,
+            # a board's cells never have the paper's budget; were one to, an unconverged side is not testable
+            verdicts.YES_UNSETTLED: verdicts.NOT_TESTABLE, verdicts.NO_UNSETTLED: verdicts.NOT_TESTABLE}
 
 
 def row_of(cell: str) -> str:

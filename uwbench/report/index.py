@@ -146,7 +146,8 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "study's tolerance), **off**, **not run**, each only where the runs had the paper's budget; cells "
             "that made fewer updates are **reduced budget**, never held against the paper's value. A study takes "
             "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "
-            "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05), **inconclusive** (within "
+            "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05; at the paper's own budget with a "
+            "curve still moving, **yes / no at the paper's budget, not converged**), **inconclusive** (within "
             "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
             "loss has not left the guessing level: each report's regime table says which).\n\n"
             + formats.to_markdown(t) + "\n" + untested_section(entries))

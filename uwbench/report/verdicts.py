@@ -16,11 +16,15 @@ The rule, one for every comparison of a claim:
 3. Otherwise Welch's t-test of the two sides' per-seed values (``stats.welch``), and Holm's correction
    across the tested comparisons of the claim at ``stats.ALPHA`` (``stats.holm``): **yes** when rejected
    with the claimed winner better, **no** when rejected with it worse, **inconclusive** when the
-   difference is within the noise.
+   difference is within the noise. At the paper's own budget a side that has not converged is tested
+   (the claim is a claim about that budget), and a significant result then reads **yes at the paper's
+   budget, not converged** or **no at the paper's budget, not converged**: no report says a plain yes
+   or no unless both sides have converged.
 
 Time claims are judged on each run's CPU seconds per 100 updates (steady on a shared machine), with
 wall seconds shown beside them; they need no convergence. A claim is **no** when any comparison is no,
-**yes** when every comparison is yes, **not testable at this budget** when a comparison is not
+else no-not-converged when any is, **yes** when every comparison is yes, yes-not-converged when every
+one is a yes of either kind, **not testable at this budget** when a comparison is not
 testable, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
 10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the per-seed
 gains of UW over regular writing at the best ratio inside that window with those at the best outside it.
@@ -43,6 +47,9 @@ from uwbench.report.runs import to_csv_text
 from uwbench.report.study import StudyView
 
 YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable at this budget"
+# A significant difference at the paper's own budget with a side whose curve has not converged: the
+# paper's claim as made (at that budget) is tested, but a plain yes or no would say more than the runs do.
+YES_UNSETTLED, NO_UNSETTLED = "yes at the paper's budget, not converged", "no at the paper's budget, not converged"
 MIN_SEEDS = stats.MIN_SEEDS
 
 
@@ -157,6 +164,7 @@ def decide(comps: List[Comparison], higher_better: bool) -> None:
         unsettled = _unsettled(c)
         if unsettled:
             c.reason = "; ".join(filter(None, (c.reason, unsettled)))
+            c.verdict = {YES: YES_UNSETTLED, NO: NO_UNSETTLED}.get(c.verdict, c.verdict)
 
 
 def _unsettled(c: Comparison) -> str:
@@ -171,8 +179,12 @@ def combine(verdicts: Sequence[str]) -> str:
     """A claim's verdict from its comparisons (module docstring)."""
     if any(v == NO for v in verdicts):
         return NO
+    if any(v == NO_UNSETTLED for v in verdicts):
+        return NO_UNSETTLED
     if verdicts and all(v == YES for v in verdicts):
         return YES
+    if verdicts and all(v in (YES, YES_UNSETTLED) for v in verdicts):
+        return YES_UNSETTLED
     if any(v == NOT_TESTABLE for v in verdicts):
         return NOT_TESTABLE
     return INCONCLUSIVE
@@ -321,13 +333,14 @@ RULE_TEXT = ("each comparison is **not testable at this budget** when a side has
              "MSE, per 1,000 updates, or its training loss has not left the guessing level at "
              "a budget below the paper's; a run whose training loss fell back to the guessing level after its "
              "best evaluation is read up to that evaluation, whose weights its test value measures); at the paper's "
-             "own budget the comparison is tested as the paper made it, and a side's unsettled curve is named "
-             "beside the verdict; otherwise Welch's t-test of the per-seed values, Holm-corrected "
+             "own budget the comparison is tested as the paper made it, a side's unsettled curve is named "
+             "beside the verdict, and a significant result reads **yes / no at the paper's budget, not "
+             "converged** (never a plain yes or no while a side still moves); otherwise Welch's t-test of the per-seed values, Holm-corrected "
              f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
              "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
              f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
-             "convergence. A claim is no when any comparison is, yes when every one is, not testable when "
-             "one is not testable.")
+             "convergence. A claim is no when any comparison is, yes when every one is (the unconverged forms "
+             "likewise, a plain no or yes first), not testable when one is not testable.")
 
 
 @dataclass
