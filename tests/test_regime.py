@@ -112,3 +112,26 @@ def test_matches_only_at_the_papers_budget():
     assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=2000, paper_steps=10000) == tables.REDUCED
     assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.MATCHES
     assert tables.verdict(20.0, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.OFF
+
+
+def test_the_largest_gradient_after_the_warmup_is_the_cells_grad_peak_and_a_regime_column():
+    """grad_norm_max per window: the first WARMUP_PART of a run is left out (a fresh model's first windows are
+    large and harmless), the peak is the largest later window over the cell's runs, and the regime table
+    shows the column only when some run recorded it."""
+    from uwbench import metrics
+    from uwbench.report import verdicts
+
+    flat = [0.5] * 40  # 10,000 updates, every 250
+    frame = curves({"a": flat, "b": flat}, loss=0.4)
+    sizes = {"a": [631.0] + [5.0] * 30 + [303.0, 1974.0] + [5.0] * 7, "b": [20.0] + [6.0] * 39}
+    grads = pd.DataFrame([{"run_id": run, "metric": metrics.GRAD_NORM, "step": (i + 1) * 250, "value": v}
+                          for run, vs in sizes.items() for i, v in enumerate(vs)])
+    g = acc(pd.concat([frame, grads]), guess_loss=2.25)
+    assert g.grad_peak == pytest.approx(1974.0) and g.state == CONVERGED  # the first window's 631 is not counted
+    assert acc(frame, guess_loss=2.25).grad_peak is None  # runs that recorded none
+
+    def table(regimes):
+        return verdicts.Verdicts([], [], None, regimes).regime_table()
+    with_col = table({"c": g})
+    assert with_col.csv_columns[-2] == "grad_norm_peak" and with_col.rows[0][-1] == "1974"
+    assert "grad_norm_peak" not in table({"c": acc(frame, guess_loss=2.25)}).csv_columns

@@ -262,7 +262,7 @@ def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_
     finals = snap.runs[snap.runs["role"] == "final"]
     assert finals["test_accuracy"].notna().all() and finals["mean_seconds_per_100"].notna().all()
     assert set(snap.curves["run_id"]) == set(finals["run_id"])  # learning curves of the final runs
-    assert set(snap.curves["metric"]) == {"eval_accuracy", "train_loss"}
+    assert set(snap.curves["metric"]) == {"eval_accuracy", "train_loss", "grad_norm_max"}
     # each cell's best checkpoint was replayed with tracing on: D = 2 slots
     traces = snap.traces()
     assert sorted(traces) == cells and all(t["arrays"]["write_weights"].shape[1] == 2 for t in traces.values())

@@ -56,6 +56,9 @@ MEASURES: Dict[str, Measure] = {
 SPLITS = ("eval", "best_eval", "test", "final_test")
 OBJECTIVE_SPLITS = ("eval", "test")  # what a study may optimise
 RUN_SPLIT = {"eval": "best_eval", "test": "test"}  # objective split -> the finished run's metric
+# the largest gradient before clipping over an evaluation window (the largest tensor's L2 norm under
+# per-tensor clipping, the global norm under global clipping): where a loss spike or a collapse shows first
+GRAD_NORM = "grad_norm_max"
 
 
 @dataclass(frozen=True)

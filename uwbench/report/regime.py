@@ -49,6 +49,7 @@ CONVERGED, RISING, FALLING, AT_GUESS, UNKNOWN = ("converged", "rising", "falling
 LAST_PART = 0.25  # the tail of the run whose slope is read
 MIN_POINTS = 3  # evaluations the tail needs for a slope
 GUESS_RATIO = 0.95  # training loss at or above this share of the guessing loss: not left it
+WARMUP_PART = 0.1  # the start of a run whose gradient sizes are not counted in ``Regime.grad_peak``
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class Regime:
     collapsed: Tuple[int, ...] = ()  # the best-evaluation steps of the runs that collapsed after them
     paper_budget: bool = False  # the runs made the paper's number of updates
     brief: str = ""  # the slope (and any collapse) in a few words, for a verdict's reason
+    # the largest gradient before clipping (``metrics.GRAD_NORM``) over the cell's runs after their first
+    # WARMUP_PART of updates (the first windows of a fresh model are large and harmless); None if not recorded
+    grad_peak: Optional[float] = None
 
     @property
     def converged(self) -> bool:
@@ -110,6 +114,15 @@ def _collapse_step(ev: pd.Series, tl: pd.Series, guess_loss: Optional[float], hi
     return int(best) if best < tl.index.max() else None
 
 
+def _grad_peak(run: pd.DataFrame) -> list:
+    """[the run's largest recorded gradient after its first WARMUP_PART of updates], or [] if none."""
+    sizes = run[run["metric"] == metrics.GRAD_NORM].dropna(subset=["value"])
+    if len(sizes) == 0:
+        return []
+    later = sizes[sizes["step"] > WARMUP_PART * float(sizes["step"].max())]
+    return [float(later["value"].max())] if len(later) else []
+
+
 def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, measure: str, scale: float,
            higher_better: bool, unit: str = "", guess_loss: Optional[float] = None,
            paper_steps: Optional[int] = None) -> Regime:
@@ -124,12 +137,13 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     if len(mine) == 0 or not (mine["metric"] == curve_metric).any():
         return Regime(UNKNOWN, detail="no learning curve recorded")
     rule = RISE[measure]
-    slopes, losses, levels, collapsed, last = [], [], [], [], 0
+    slopes, losses, levels, collapsed, peaks, last = [], [], [], [], [], 0
     for _, run in mine.groupby("run_id"):
         ev = run[run["metric"] == curve_metric].groupby("step")["value"].mean().sort_index()
         tl = run[run["metric"] == "train_loss"].groupby("step")["value"].mean().sort_index()
         if len(ev) == 0:
             continue
+        peaks += _grad_peak(run)
         last = max(last, int(ev.index.max()))
         cut = _collapse_step(ev, tl, guess_loss, higher_better)
         if cut is not None:
@@ -159,7 +173,7 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     brief = f"{shown} per 1,000 updates" + (f", {len(collapsed)} of {len(slopes)} runs collapsed late"
                                             if collapsed else "")
     base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
-                paper_budget=paper_budget, brief=brief)
+                paper_budget=paper_budget, brief=brief, grad_peak=round(max(peaks), 9) if peaks else None)
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
                                              f"(converged: at most {rule.text(unit)}){note}")

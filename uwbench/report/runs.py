@@ -64,7 +64,7 @@ def numeric_columns() -> Tuple[str, ...]:
     return int_columns() + float_columns()
 
 
-CURVE_METRICS = metrics.keys("eval") + ("train_loss",)
+CURVE_METRICS = metrics.keys("eval") + ("train_loss", metrics.GRAD_NORM)
 CURVE_COLUMNS = ("run_id", "metric", "step", "value")
 TRACE_COLUMNS = ("cell", "run_id", "array", "row", "col", "value")
 

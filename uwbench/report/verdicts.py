@@ -380,18 +380,25 @@ class Verdicts:
             csv_rows=csv_rows)
 
     def regime_table(self) -> formats.Table:
+        # the gradient column only where some run recorded its gradient sizes (runs before it did not)
+        grads = any(g.grad_peak is not None for g in self.regimes.values())
         rows, csv_rows = [], []
         for cell, g in sorted(self.regimes.items()):
             state = g.state + (f" ({len(g.collapsed)} run(s) collapsed late)" if g.collapsed else "")
             rows.append([cell, state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
                                                                else 1, sign=True),
-                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3)])
-            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss), g.detail])
+                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3)]
+                        + ([formats.fmt(g.grad_peak, 0)] if grads else []))
+            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss)]
+                            + ([_r(g.grad_peak)] if grads else []) + [g.detail])
+        grad_title = (f"largest gradient before clipping (after the first {regime_mod.WARMUP_PART:.0%} of "
+                      "updates)")
         return formats.Table(
             title="Has each cell converged? (the regime rule)",
             columns=["Cell", "Regime", "updates", "improvement / 1k updates (last quarter)", "train loss",
-                     "guessing loss"], rows=rows,
-            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss", "detail"],
+                     "guessing loss"] + ([grad_title] if grads else []), rows=rows,
+            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss"]
+            + (["grad_norm_peak"] if grads else []) + ["detail"],
             csv_rows=csv_rows)
 
     def markdown(self) -> str:

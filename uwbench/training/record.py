@@ -10,10 +10,7 @@ import torch
 from uwbench import metrics
 from uwbench.config import flatten
 
-
-# the largest gradient before clipping over an evaluation window (the largest tensor's L2 norm under
-# per-tensor clipping, the global norm under global clipping): where a loss spike or a collapse shows first
-GRAD_NORM = "grad_norm_max"
+GRAD_NORM = metrics.GRAD_NORM
 
 
 class MetricKeys:
