@@ -129,6 +129,8 @@ def test_the_largest_gradient_after_the_warmup_is_the_cells_grad_peak_and_a_regi
     g = acc(pd.concat([frame, grads]), guess_loss=2.25)
     assert g.grad_peak == pytest.approx(1974.0) and g.state == CONVERGED  # the first window's 631 is not counted
     assert acc(frame, guess_loss=2.25).grad_peak is None  # runs that recorded none
+    short = pd.concat([curves({"a": [0.5, 0.5]}), curves({"a": [3.0, 7.0]}, metric=metrics.GRAD_NORM)])
+    assert acc(short).state == regime.UNKNOWN and acc(short).grad_peak == pytest.approx(7.0)  # shown all the same
 
     def table(regimes):
         return verdicts.Verdicts([], [], None, regimes).regime_table()

@@ -137,13 +137,14 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     if len(mine) == 0 or not (mine["metric"] == curve_metric).any():
         return Regime(UNKNOWN, detail="no learning curve recorded")
     rule = RISE[measure]
-    slopes, losses, levels, collapsed, peaks, last = [], [], [], [], [], 0
+    peaks = [p for _, run in mine.groupby("run_id") for p in _grad_peak(run)]
+    grad_peak = round(max(peaks), 9) if peaks else None
+    slopes, losses, levels, collapsed, last = [], [], [], [], 0
     for _, run in mine.groupby("run_id"):
         ev = run[run["metric"] == curve_metric].groupby("step")["value"].mean().sort_index()
         tl = run[run["metric"] == "train_loss"].groupby("step")["value"].mean().sort_index()
         if len(ev) == 0:
             continue
-        peaks += _grad_peak(run)
         last = max(last, int(ev.index.max()))
         cut = _collapse_step(ev, tl, guess_loss, higher_better)
         if cut is not None:
@@ -151,8 +152,8 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
             ev, tl = ev[ev.index <= cut], tl[tl.index <= cut]
         tail = _tail(ev)
         if len(tail) < MIN_POINTS:
-            return Regime(UNKNOWN, last, detail=f"{len(tail)} evaluation(s) in the last quarter (a slope needs "
-                                                f"{MIN_POINTS})")
+            return Regime(UNKNOWN, last, grad_peak=grad_peak, detail=f"{len(tail)} evaluation(s) in the last quarter "
+                                                                     f"(a slope needs {MIN_POINTS})")
         x, y = tail.index.to_numpy(dtype=float), tail.to_numpy(dtype=float) * scale
         slopes.append(float(np.polyfit(x, y, 1)[0]) * 1000.0 * (1.0 if higher_better else -1.0))  # gain / 1k
         levels.append(float(np.mean(np.abs(y))))
@@ -173,7 +174,7 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     brief = f"{shown} per 1,000 updates" + (f", {len(collapsed)} of {len(slopes)} runs collapsed late"
                                             if collapsed else "")
     base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
-                paper_budget=paper_budget, brief=brief, grad_peak=round(max(peaks), 9) if peaks else None)
+                paper_budget=paper_budget, brief=brief, grad_peak=grad_peak)
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "
                                              f"(converged: at most {rule.text(unit)}){note}")
