@@ -114,13 +114,11 @@ def _collapse_step(ev: pd.Series, tl: pd.Series, guess_loss: Optional[float], hi
     return int(best) if best < tl.index.max() else None
 
 
-def _grad_peak(run: pd.DataFrame) -> list:
-    """[the run's largest recorded gradient after its first WARMUP_PART of updates], or [] if none."""
+def _grad_peak(run: pd.DataFrame) -> Optional[float]:
+    """The run's largest recorded gradient after its first WARMUP_PART of updates, or None if none."""
     sizes = run[run["metric"] == metrics.GRAD_NORM].dropna(subset=["value"])
-    if len(sizes) == 0:
-        return []
-    later = sizes[sizes["step"] > WARMUP_PART * float(sizes["step"].max())]
-    return [float(later["value"].max())] if len(later) else []
+    later = sizes[sizes["step"] > WARMUP_PART * float(sizes["step"].max())] if len(sizes) else sizes
+    return float(later["value"].max()) if len(later) else None
 
 
 def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, measure: str, scale: float,
@@ -137,7 +135,7 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     if len(mine) == 0 or not (mine["metric"] == curve_metric).any():
         return Regime(UNKNOWN, detail="no learning curve recorded")
     rule = RISE[measure]
-    peaks = [p for _, run in mine.groupby("run_id") for p in _grad_peak(run)]
+    peaks = [p for p in (_grad_peak(run) for _, run in mine.groupby("run_id")) if p is not None]
     grad_peak = round(max(peaks), 9) if peaks else None
     slopes, losses, levels, collapsed, last = [], [], [], [], 0
     for _, run in mine.groupby("run_id"):

@@ -295,7 +295,7 @@ class _Trainer:
                                 threads=torch.get_num_threads(), path=path,
                                 path_reason=path_reason)
         self.result.history = {"step": [], "train_loss": [], self.keys.eval: [], "seconds_per_100": [],
-                               record.GRAD_NORM: []}
+                               metrics.GRAD_NORM: []}
         self.counters = _Counters()
         self.best_state = None
         self.start, self.done = 0, False
@@ -303,7 +303,7 @@ class _Trainer:
             self.counters = _restore(saved, self.model, self.optimizer, self.generators, self.result)
             self.best_state, self.start, self.done = saved["best_state"], saved["step"], saved["done"]
             # a checkpoint written before the gradient size was recorded: its evaluations have none
-            self.result.history.setdefault(record.GRAD_NORM, [None] * len(self.result.history["step"]))
+            self.result.history.setdefault(metrics.GRAD_NORM, [None] * len(self.result.history["step"]))
         self.bar = None
 
     def train(self, progress: bool, progress_desc: Optional[str]) -> RunResult:
@@ -397,7 +397,7 @@ class _Trainer:
         h["train_loss"].append(mean_loss)
         h[self.keys.eval].append(value)
         h["seconds_per_100"].append(sec100)
-        h[record.GRAD_NORM].append(grad_size)
+        h[metrics.GRAD_NORM].append(grad_size)
         if self.run is not None:
             record.log_evaluation(self.run, self.keys, step, mean_loss, value, sec100, grad_size)
         if result.best_eval is None or self.measure.better(value, result.best_eval):

@@ -10,8 +10,6 @@ import torch
 from uwbench import metrics
 from uwbench.config import flatten
 
-GRAD_NORM = metrics.GRAD_NORM
-
 
 class MetricKeys:
     """The MLflow names of one task's metrics (``eval_accuracy``, ``best_eval_accuracy``,
@@ -47,7 +45,8 @@ def open_run(run, resolved, result, saved: Optional[Dict], resumes: int, device)
 
 def log_evaluation(run, keys: MetricKeys, step: int, mean_loss: float, value: float, sec100: float,
                    grad_size: float) -> None:
-    run.log_metrics({"train_loss": mean_loss, keys.eval: value, "seconds_per_100": sec100, GRAD_NORM: grad_size},
+    run.log_metrics({"train_loss": mean_loss, keys.eval: value, "seconds_per_100": sec100,
+                     metrics.GRAD_NORM: grad_size},
                     step)
 
 
