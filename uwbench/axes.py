@@ -90,6 +90,17 @@ def _compression_ratio(values: Mapping[str, Any]) -> Optional[float]:
     return compression_ratio(int(seq_len), memory_size)
 
 
+def _decoder_write(values: Mapping[str, Any]) -> Optional[str]:
+    """The decoder protocol of a memory model as "true" (writes every step, the authors' released code) or
+    "false" (read-only, the paper's synthetic runs; docs/reference.md §5.4); None for a model without memory."""
+    v = values.get("decoder_write")
+    if v is None or (isinstance(v, float) and v != v) or v in ("", NONE):
+        return None
+    if isinstance(v, str):
+        return {"true": "true", "false": "false"}.get(v.strip().lower())
+    return "true" if bool(v) else "false"
+
+
 def _cached_uniform(values: Mapping[str, Any]) -> bool:
     """The cache size L only matters for the cached-uniform writer (paper Section 2.3.1)."""
     return values.get("writer") == "cached_uniform" and _present(values, "cache_size")
@@ -116,6 +127,11 @@ _BUILTIN = (
          description="(D+1)/T, paper Section 2.2"),
     Axis("lr", "train.lr", float, cell=False, description="learning rate"),
     Axis("clip", "train.clip", float, cell=False, description="gradient clipping threshold"),
+    Axis("clip_mode", "train.clip_mode", str, cell=False,
+         description="how the clip applies: per_tensor, per_variable, global or none"),
+    Axis("decoder_write", "model.decoder_write", str, cell=False, derive=_decoder_write,
+         applies=lambda v: _decoder_write(v) is not None,
+         description="the decoder protocol: true (writes every step) or false (read-only)"),
     Axis(SEED_PARAM, "train.seed", int, cell=False, description="the run's seed"),
 )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -75,6 +75,14 @@ class Controller(nn.Module):
 
     def initial_state(self, batch: int, device, dtype=torch.float32) -> State:
         return (torch.zeros(batch, self.hidden_size, device=device, dtype=dtype),)
+
+    def tf_variables(self) -> List[List[Tuple[nn.Parameter, slice]]]:
+        """The cell's parameters as the authors' TensorFlow code holds them, one list per TF variable of
+        (parameter, column slice) parts: TF keeps one kernel [(I+H), G] where torch has ``weight_ih`` and
+        ``weight_hh``, so a per-variable clip (``train.clip_mode: per_variable``, docs/reference.md §8.2)
+        clips the two matrices under one norm. Parameters named nowhere here are their own variable."""
+        every = slice(None)
+        return [[(self.weight_ih, every), (self.weight_hh, every)]]
 
     def step_constants(self) -> Dict[str, torch.Tensor]:
         """Tensors every step uses, made from the parameters (default: none). Inside ``sequence()`` they
@@ -195,6 +203,13 @@ class GRU(Controller):
         super().__init__(input_size, hidden_size, bias=True)
         with torch.no_grad():  # TF initialises the gate bias to 1 (gates start open), the candidate's to 0
             self.bias[: 2 * hidden_size].fill_(1.0)
+
+    def tf_variables(self):
+        """TF's GRUCell has two kernels, gates/ (r, u: the first 2H columns) and candidate/ (the last H),
+        each with its own bias."""
+        g, c = slice(0, 2 * self.hidden_size), slice(2 * self.hidden_size, None)
+        return [[(self.weight_ih, g), (self.weight_hh, g)], [(self.weight_ih, c), (self.weight_hh, c)],
+                [(self.bias, g)], [(self.bias, c)]]
 
     def step(self, gx, state):
         (h,) = state

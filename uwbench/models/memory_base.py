@@ -48,7 +48,9 @@ class MANNConfig:
     word_size: int = 64  # W
     read_heads: int = 1  # R
     writer: str = "regular"  # a name in uwbench.registry.WRITERS: regular | uniform | cached_uniform | random
-    decoder_write: bool = True  # the decoder writes and reads every step (False: read-only decoder)
+    # The decoder writes and reads every step (the authors' released code); False: a read-only decoder.
+    # A run takes its task's protocol where the task declares one (training/config.py: resolve_run).
+    decoder_write: bool = True
     interface_clip: float = 20.0
     writer_config: Optional[Any] = None  # the writer's own config; None: its defaults (built here)
 

@@ -8,7 +8,7 @@ One T per batch, optionally drawn from [seq_len_min, seq_len] per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,10 @@ END = 0  # the end-of-sequence token (one-hot index 0)
 
 @dataclass
 class SyntheticConfig:
+    # The task's protocol for a memory model's decoder (docs/reference.md §5.4): read-only, as in the
+    # authors' first commit and the paper's synthetic runs; a run's `model.decoder_write` overrides it.
+    DECODER_WRITE: ClassVar[bool] = False
+
     seq_len: int = 50  # T, the number of input tokens (the encoder reads T+1 steps)
     seq_len_min: Optional[int] = None  # if set, T ~ U{seq_len_min..seq_len} once per batch
     vocab_size: int = 10  # V: tokens 1..V-1 plus the end marker 0 (docs/reference.md §2.1)

@@ -6,7 +6,7 @@ the dict MLflow records describes the run completely.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, Literal, Mapping, Optional, Union
 
 from uwbench.config import SECTIONS, ConfigError, as_dict, build
@@ -20,7 +20,9 @@ class TrainConfig:
     optimizer: Literal["adam", "rmsprop"] = "adam"
     lr: float = 1e-3
     clip: float = 10.0  # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
-    clip_mode: Literal["per_tensor", "global", "none"] = "per_tensor"  # docs/reference.md §8.2
+    # per_tensor | per_variable (the authors' TF variables: a controller's two matrices share one norm) |
+    # global | none (docs/reference.md §8.2)
+    clip_mode: Literal["per_tensor", "per_variable", "global", "none"] = "per_tensor"
     eval_every: int = 100  # evaluate on fresh batches every N updates (docs/reference.md §8.3)
     eval_batches: int = 5
     early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
@@ -77,6 +79,24 @@ class ResolvedRun:
         }
 
 
+def with_task_protocol(task_cfg: Any, model_name: str, model: Mapping[str, Any]) -> Dict[str, Any]:
+    """The model settings with the task's decoder protocol filled in where the user left it unset.
+
+    A task config may declare ``DECODER_WRITE`` (the synthetic tasks: False, a read-only decoder as in the
+    paper's runs; the sinusoid: True, as its appendix says, docs/reference.md §5.4). A memory model takes it
+    as ``decoder_write`` unless the run sets ``model.decoder_write`` itself; models without the setting
+    (the LSTM baseline) and tasks without a protocol keep their own defaults.
+    """
+    out = dict(model)
+    protocol = getattr(type(task_cfg), "DECODER_WRITE", None)
+    config = MODELS.entry(model_name).config if model_name in MODELS else None
+    if protocol is None or config is None or "decoder_write" in out:
+        return out
+    if "decoder_write" in {f.name for f in fields(config)}:
+        out["decoder_write"] = bool(protocol)
+    return out
+
+
 def resolve_run(raw: Mapping[str, Mapping[str, Any]]) -> ResolvedRun:
     unknown = set(raw) - set(SECTIONS)
     if unknown:
@@ -88,10 +108,11 @@ def resolve_run(raw: Mapping[str, Mapping[str, Any]]) -> ResolvedRun:
     if "name" not in model:
         raise ConfigError("the run needs model.name (e.g. --model dnc)")
     task_name, model_name = task.pop("name"), model.pop("name")
+    task_cfg = TASKS.build_config(task_name, task)
     return ResolvedRun(
         task_name=task_name,
-        task_cfg=TASKS.build_config(task_name, task),
+        task_cfg=task_cfg,
         model_name=model_name,
-        model_cfg=MODELS.build_config(model_name, model),
+        model_cfg=MODELS.build_config(model_name, with_task_protocol(task_cfg, model_name, model)),
         train=build(TrainConfig, dict(raw.get("train") or {}), "train"),
     )

@@ -35,7 +35,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -92,18 +92,47 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def clip_gradients(params, clip: float, mode: str) -> Optional[torch.Tensor]:
-    """Per-tensor L2 clipping (each gradient tensor scaled to norm <= clip; the authors' code,
-    docs/reference.md §8.2) or global-norm clipping.
+def tf_variables(model: torch.nn.Module) -> List[List[Tuple[torch.nn.Parameter, slice]]]:
+    """The model's parameters grouped as the authors' TensorFlow variables, for ``clip_mode: per_variable``:
+    each module's ``tf_variables()`` (a controller's [x; r; h] kernel is one variable over ``weight_ih`` and
+    ``weight_hh``), every other parameter a variable of its own. A part is (parameter, slice of its last
+    axis)."""
+    groups, covered = [], set()
+    for module in model.modules():
+        declared = getattr(module, "tf_variables", None)
+        if callable(declared):
+            for var in declared():
+                groups.append(list(var))
+                covered.update(id(p) for p, _ in var)
+    groups += [[(p, slice(None))] for p in model.parameters() if id(p) not in covered]
+    return groups
+
+
+def clip_gradients(params, clip: float, mode: str,
+                   variables: Optional[List[List[Tuple[torch.nn.Parameter, slice]]]] = None) -> Optional[torch.Tensor]:
+    """L2 gradient clipping (docs/reference.md §8.2): per tensor (each gradient tensor scaled to norm <= clip),
+    per variable (each group of ``variables``, the authors' TF variables from ``tf_variables``, scaled to a
+    joint norm <= clip: their code's hard-coded rule), global (one norm over all), or none.
 
     Returns the gradient's size before clipping, as a 0-d tensor (no host sync): the largest tensor's
-    L2 norm (per-tensor mode), the global norm (global mode), or the largest tensor's norm (none).
+    (per_tensor, none) or variable's (per_variable) L2 norm, or the global norm.
     """
     params = [p for p in params if p.grad is not None]
     if not params:
         return None
     if mode == "global":
         return torch.nn.utils.clip_grad_norm_(params, clip)
+    if mode == "per_variable":
+        if variables is None:
+            raise ValueError("clip_mode per_variable needs the model's variables (training.loop.tf_variables)")
+        parts = [[p.grad[..., s] for p, s in var if p.grad is not None] for var in variables]
+        parts = [views for views in parts if views]
+        flat = [v for views in parts for v in views]
+        norms = iter(torch._foreach_norm(flat))
+        joint = [torch.stack([next(norms) for _ in views]).norm() for views in parts]  # one L2 norm per variable
+        torch._foreach_mul_(flat, [torch.clamp(clip / (n + 1e-6), max=1.0) for n, views in zip(joint, parts)
+                                   for _ in views])
+        return torch.stack(joint).max()
     grads = [p.grad for p in params]
     norms = torch._foreach_norm(grads)  # one fused call for all tensors, no host sync
     if mode == "per_tensor":
@@ -345,6 +374,7 @@ class _Trainer:
         loss_sum = torch.zeros((), device=device)
         grad_max = torch.zeros((), device=device)  # the largest gradient before clipping in the window
         window_steps = 0  # updates in the current evaluation window (for the mean loss)
+        variables = tf_variables(model) if tc.clip_mode == "per_variable" else None
         timer = timing.UpdateTimer(self.start + 1, torch.cuda.synchronize if device.type == "cuda" else (lambda: None))
         model.train()
         for step in range(self.start + 1, (self.start if self.done else tc.steps) + 1):
@@ -358,7 +388,7 @@ class _Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             timer.model_end()
-            size = clip_gradients(model.parameters(), tc.clip, tc.clip_mode)
+            size = clip_gradients(model.parameters(), tc.clip, tc.clip_mode, variables)
             if size is not None:
                 torch.maximum(grad_max, size.detach().to(grad_max.dtype), out=grad_max)
             self.optimizer.step()
