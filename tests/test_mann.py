@@ -174,6 +174,38 @@ def test_read_only_decoder():
 
 
 @pytest.mark.parametrize("writer", WRITERS)
+def test_read_only_decoder_reads_the_encoder_memory_unchanged(writer):
+    """With ``decoder_write=False`` every decoder read sees, bit for bit, the memory (and link) the
+    encoder left: the decoder cannot overwrite what the writer stored (docs/reference.md §5.4)."""
+    task = copy_task(10)
+    model = dnc(task, decoder_write=False, **own(writer, cache_size=3))
+    spy = Spy(model.memory)
+    batch = sample(task)
+    with torch.no_grad():
+        model(batch.inputs, batch.decoder_inputs)
+    states = [args[0] for name, args, _ in spy.calls if name == "read"]  # the state each read starts from
+    td = batch.decoder_inputs.shape[1]
+    last_encoder, decoder = states[-td - 1], states[-td:]
+    for state in decoder:
+        assert torch.equal(state.memory, last_encoder.memory)
+        assert torch.equal(state.link, last_encoder.link)
+        assert torch.equal(state.usage, last_encoder.usage)
+
+
+def test_decoder_that_writes_changes_the_memory():
+    """The contrast: the released code's decoder (``decoder_write=True``) writes at every step."""
+    task = copy_task(10)
+    model = dnc(task, writer="uniform", decoder_write=True)
+    spy = Spy(model.memory)
+    batch = sample(task)
+    with torch.no_grad():
+        model(batch.inputs, batch.decoder_inputs)
+    td = batch.decoder_inputs.shape[1]
+    reads = [args[0] for name, args, _ in spy.calls if name == "read"]
+    assert not torch.equal(reads[-1].memory, reads[-td - 1].memory)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
 def test_perturbing_one_sample_changes_no_other(writer):
     torch.manual_seed(0)
     task = copy_task(10)

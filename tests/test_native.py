@@ -70,6 +70,18 @@ def test_native_equals_torch_path(name, writer, controller):
 
 
 @needs_kernels
+@pytest.mark.parametrize("controller", ["ln_lstm", "rnn"])
+@pytest.mark.parametrize("writer", ["regular", "uniform", "cached_uniform"])
+@pytest.mark.parametrize("name", ["dnc", "ntm"])
+def test_read_only_decoder_native_equals_torch_path(name, writer, controller):
+    """The read-only decoder of the synthetic tasks' protocol: outputs and every gradient of the native
+    path against the torch path in float64, for regular, uniform and cached uniform writing."""
+    model, inputs, dec = _model(name, writer=writer, controller=controller, decoder_write=False,
+                                **WRITER_OWN[writer])
+    _assert_native_matches(model, inputs, dec)
+
+
+@needs_kernels
 @pytest.mark.parametrize("name,values", [
     ("dnc", {"read_heads": 2}),  # several heads: the [W, R] key and read layouts
     ("dnc", {"read_heads": 3, "writer": "uniform", "decoder_write": False}),  # read-only decoder steps

@@ -74,6 +74,12 @@ def test_a_run_that_collapsed_after_its_best_is_read_up_to_it():
     # read to the end instead, the cell would be falling: the collapse is what the rule reads past
     plain = curves({"ok": learned, "dead": dead}, loss=0.4)
     assert acc(plain, guess_loss=2.25).state == regime.FALLING and acc(plain, guess_loss=2.25).collapsed == ()
+    # the regime table counts the collapsed runs of the cell
+    from uwbench.report import verdicts
+
+    t = verdicts.Verdicts([], [], None, {"c": g}).regime_table()
+    assert t.rows[0][t.columns.index("collapsed late")] == "1 of 2"
+    assert t.csv_rows[0][t.csv_columns.index("collapsed")] == 1 and t.csv_rows[0][t.csv_columns.index("runs")] == 2
     # a run that never left the guessing level did not collapse: it never learned
     flat = curves({"a": [0.11] * 40}, loss=2.25)
     assert acc(flat, guess_loss=2.25, paper_steps=2000).collapsed == ()

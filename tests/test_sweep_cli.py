@@ -50,6 +50,10 @@ def test_set_reaches_every_run_changes_the_hash_and_is_tagged(tracking_uri, caps
     assert len(children) == 2 + 2  # smoke: 2 trials and 2 final seeds of the one cell
     assert set(children["params.model.hidden_size"]) == {"6"}
     assert set(children["params.train.clip_mode"]) == {"global"}
+    assert set(children["tags.clip_mode"]) == {"global"}
+    # the study's protocol (a read-only decoder on copy) reaches every run's config and its tags
+    assert set(children["params.model.decoder_write"]) == {"False"}
+    assert set(children["tags.decoder_write"]) == {"false"}
     assert {json.dumps(json.loads(t), sort_keys=True) for t in children["tags.overrides"]} == {
         json.dumps({"model": {"hidden_size": 6}, "train": {"clip_mode": "global"}}, sort_keys=True)}  # each run says so
     assert "--cells: 1 of 3 cells (dnc-uniform-D2)" in capsys.readouterr().out

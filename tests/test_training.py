@@ -135,6 +135,72 @@ def test_per_tensor_clipping_bounds_each_tensor_and_global_bounds_the_total():
     assert clip_gradients([torch.nn.Parameter(torch.zeros(1))], 10.0, "per_tensor") is None  # no gradient
 
 
+def test_per_variable_clipping_clips_a_controllers_two_matrices_under_one_norm():
+    """The authors' TF code holds the controller's [x; r; h] kernel as one variable and clips each variable at
+    norm 5: torch's weight_ih and weight_hh share one norm, every other tensor keeps its own."""
+    from uwbench.models.base import build_model
+    from uwbench.training.loop import tf_variables
+
+    model = build_model("dnc", 10, 10, {"hidden_size": 4, "memory_size": 2, "word_size": 3})
+    ctrl = model.controller
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    ctrl.weight_ih.grad[0, 0], ctrl.weight_hh.grad[0, 0] = 3.0, 4.0  # joint norm 5, each under 5
+    model.w_y.grad[0, 0] = 4.0
+    size = clip_gradients(model.parameters(), 2.5, "per_variable", tf_variables(model))
+    assert float(size) == pytest.approx(5.0)  # the largest variable's norm before clipping
+    assert float(ctrl.weight_ih.grad[0, 0]) == pytest.approx(1.5, rel=1e-5)  # both halved: one norm
+    assert float(ctrl.weight_hh.grad[0, 0]) == pytest.approx(2.0, rel=1e-5)
+    assert float(model.w_y.grad[0, 0]) == pytest.approx(2.5, rel=1e-5)  # its own variable, clipped alone
+    # per tensor, the same gradients clip each matrix on its own
+    for p in model.parameters():
+        p.grad.zero_()
+    ctrl.weight_ih.grad[0, 0], ctrl.weight_hh.grad[0, 0] = 3.0, 4.0
+    clip_gradients(model.parameters(), 3.5, "per_tensor")
+    assert float(ctrl.weight_ih.grad[0, 0]) == pytest.approx(3.0) and float(ctrl.weight_hh.grad[0, 0]) < 4.0
+    groups = tf_variables(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert sorted(names[id(p)] for p, _ in groups[0]) == ["controller.weight_hh", "controller.weight_ih"]
+    assert sum(len(g) for g in groups) == len(list(model.parameters()))  # every tensor in exactly one variable
+
+
+def test_gru_variables_follow_tf_gates_and_candidate():
+    """TF's GRUCell has a gates kernel (the first 2H columns) and a candidate kernel, each with a bias."""
+    from uwbench.models.controllers import build_controller
+
+    gru = build_controller("gru", 5, 3)
+    groups = gru.tf_variables()
+    assert len(groups) == 4
+    for p in gru.parameters():
+        p.grad = torch.zeros_like(p)
+    gru.weight_ih.grad[:, 6:] = 1.0  # only the candidate kernel: 5 x 3 ones from x, and 3 x 3 from h
+    gru.weight_hh.grad[:, 6:] = 1.0
+    clip_gradients(gru.parameters(), 1.0, "per_variable", groups)
+    candidate = torch.cat([gru.weight_ih.grad[:, 6:].flatten(), gru.weight_hh.grad[:, 6:].flatten()])
+    assert float(candidate.norm()) == pytest.approx(1.0, rel=1e-5)
+    assert float(gru.weight_ih.grad[:, :6].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("task,given,expected", [
+    ("copy", None, False),  # the synthetic tasks' protocol: a read-only decoder
+    ("add", None, False),
+    ("sinusoid", None, True),  # the sinusoid's decoder writes every step (the paper's appendix)
+    ("copy", True, True),  # the user's setting wins
+    ("sinusoid", False, False),
+])
+def test_the_decoder_protocol_is_the_tasks_unless_the_run_sets_it(task, given, expected):
+    from uwbench import axes
+    from uwbench.training.config import resolve_run
+
+    model = {"name": "dnc"} if given is None else {"name": "dnc", "decoder_write": given}
+    run = resolve_run({"task": {"name": task}, "model": model})
+    assert run.model_cfg.decoder_write is expected
+    assert axes.run_tags(run.as_dict())["decoder_write"] == ("true" if expected else "false")
+    lstm = resolve_run({"task": {"name": task}, "model": {"name": "lstm"}})
+    assert "decoder_write" not in lstm.as_dict()["model"]  # no memory: no protocol
+    assert axes.run_tags(lstm.as_dict())["decoder_write"] == axes.NONE
+
+
 def test_cuda_request_without_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -76,6 +76,7 @@ class Regime:
     guess_loss: Optional[float] = None  # the guessing level's loss
     detail: str = ""
     collapsed: Tuple[int, ...] = ()  # the best-evaluation steps of the runs that collapsed after them
+    runs: int = 0  # the runs whose curves were read
     paper_budget: bool = False  # the runs made the paper's number of updates
     brief: str = ""  # the slope (and any collapse) in a few words, for a verdict's reason
     # the largest gradient before clipping (``metrics.GRAD_NORM``) over the cell's runs after their first
@@ -172,6 +173,7 @@ def regime(curves: pd.DataFrame, run_ids: Iterable[str], curve_metric: str, meas
     brief = f"{shown} per 1,000 updates" + (f", {len(collapsed)} of {len(slopes)} runs collapsed late"
                                             if collapsed else "")
     base = dict(steps=last, slope=slope, loss=loss, guess_loss=guess_loss, collapsed=tuple(sorted(collapsed)),
+                runs=len(slopes),
                 paper_budget=paper_budget, brief=brief, grad_peak=grad_peak)
     if slope > rule.limit:
         return Regime(RISING, **base, detail=f"still improving by {shown} per 1,000 updates over its last quarter "

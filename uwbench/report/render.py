@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from uwbench.report import figures, formats, pareto, search, tables, timing, verdicts
+from uwbench.report import figures, formats, pareto, protocols, search, tables, timing, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
@@ -87,6 +87,11 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
         _write(os.path.join(folder, "time.tex"), formats.to_latex(ttable), files)
     verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
+    prot = protocols.table(study, protocols.RunSet(study.protocol_label, runs, snap.curves),
+                           protocols.load_others(study, folder))
+    if prot is not None:
+        _write(os.path.join(folder, "protocols.md"), formats.to_markdown(prot), files)
+        _write(os.path.join(folder, "protocols.csv"), to_csv_text(*_csv_args(prot)), files)
     searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
     points = pareto.pareto_points(study, runs)
     ptable = pareto.pareto_table(study, points) if points is not None else None
@@ -107,11 +112,12 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         if keep_figures:
             report.figures[name] = fig
     missing = tables.missing_cells(summary)
-    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing)
+    readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing,
+                     prot)
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
            _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing,
-                 set_flag(runs)),
+                 set_flag(runs), prot),
            files)
     _remove_stale(folder, files)
     report.files = files
@@ -292,7 +298,7 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
 
 
 def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
-            ptable=None, missing=()) -> str:
+            ptable=None, missing=(), prot=None) -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == tables.OK).sum())
@@ -327,6 +333,9 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [f"_Paper values: {study.paper_notes}_", ""]
     if study.stand_ins():
         lines += [f"_Renamed cells: {study.stand_ins()}._", ""]
+    if prot is not None:
+        lines += [f"**{prot.title}**", "", formats.to_markdown(prot).rstrip("\n"), ""]
+        lines += [f"_{n}_" for n in prot.notes] + ["", "CSV: [`protocols.csv`](protocols.csv)", ""]
     lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
               "LaTeX: [`accuracy.tex`](accuracy.tex))", "", formats.to_markdown(cells).rstrip("\n"), ""]
     if ttable is not None:
@@ -367,7 +376,7 @@ p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padd
 
 
 def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None,
-          ptable=None, missing=(), flags: str = "") -> str:
+          ptable=None, missing=(), flags: str = "", prot=None) -> str:
     esc = html.escape
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
@@ -386,6 +395,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
         parts.append(formats.to_html(t))
     if study.stand_ins():
         parts.append(f"<p><i>Renamed cells: {esc(study.stand_ins())}.</i></p>\n")
+    if prot is not None:
+        parts.append(formats.to_html(prot) + "".join(f"<p><i>{esc(n)}</i></p>\n" for n in prot.notes))
     if ttable is not None:
         parts.append("<h2>Time</h2>\n" + formats.to_html(ttable))
     if verdict is not None:

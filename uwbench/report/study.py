@@ -48,6 +48,8 @@ class StudyView:
     paper_ref: str = ""  # which table / figure of the paper the study reproduces
     paper_notes: str = ""
     objectives: List[Tuple[str, str]] = field(default_factory=list)  # (metric, direction): a multi-objective study
+    protocol_label: str = ""  # this study's own runs under ``protocols:`` (report/protocols.py)
+    protocols_other: List[Tuple[str, str]] = field(default_factory=list)  # (label, snapshot folder) of other run sets
 
     def stand_ins(self) -> str:
         """'ours stands for theirs' of every cell whose paper value is another (renamed) cell's, or ''."""
@@ -91,6 +93,8 @@ def from_mapping(data: Mapping[str, Any], path: str = "") -> StudyView:
         path=path or str(data.get("path", "")), deviations=[str(d) for d in data.get("deviations", [])],
         profiles=[str(p) for p in data.get("profiles", [])], tolerance=_num(data.get("tolerance")),
         paper_ref=str(data.get("paper_ref", "")),
+        protocol_label=str((data.get("protocols") or {}).get("label", "")),
+        protocols_other=[(str(o["label"]), str(o["snapshot"])) for o in (data.get("protocols") or {}).get("others", [])],
     )
 
 
@@ -181,6 +185,8 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
             else ""),
         paper_notes=" ".join(paper.notes.split()) if paper is not None else "",
         objectives=[(o.metric, o.direction) for o in spec.objectives] if spec.multi_objective else [],
+        protocol_label=spec.protocols.label if spec.protocols is not None else "",
+        protocols_other=[(o.label, o.snapshot) for o in spec.protocols.others] if spec.protocols is not None else [],
     )
 
 

@@ -385,19 +385,21 @@ class Verdicts:
         rows, csv_rows = [], []
         for cell, g in sorted(self.regimes.items()):
             state = g.state + (f" ({len(g.collapsed)} run(s) collapsed late)" if g.collapsed else "")
+            late = f"{len(g.collapsed)} of {g.runs}" if g.runs else ""
             rows.append([cell, state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
                                                                else 1, sign=True),
-                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3)]
+                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3), late]
                         + ([formats.fmt(g.grad_peak, 0)] if grads else []))
-            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss)]
+            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss),
+                             len(g.collapsed) if g.runs else "", g.runs or ""]
                             + ([_r(g.grad_peak)] if grads else []) + [g.detail])
         grad_title = (f"largest gradient before clipping (after the first {regime_mod.WARMUP_PART:.0%} of "
                       "updates)")
         return formats.Table(
             title="Has each cell converged? (the regime rule)",
             columns=["Cell", "Regime", "updates", "improvement / 1k updates (last quarter)", "train loss",
-                     "guessing loss"] + ([grad_title] if grads else []), rows=rows,
-            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss"]
+                     "guessing loss", "collapsed late"] + ([grad_title] if grads else []), rows=rows,
+            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss", "collapsed", "runs"]
             + (["grad_norm_peak"] if grads else []) + ["detail"],
             csv_rows=csv_rows)
 

@@ -218,6 +218,18 @@ class Profile(Strict):
     paper_cells: Dict[str, str] = {}
 
 
+class OtherRunSet(Strict):
+    label: str  # its column header in the report, e.g. "decoder writes (the released code)"
+    snapshot: str  # its snapshot folder (runs.csv, curves.csv), relative to the study's report folder
+
+
+class Protocols(Strict):
+    """Run sets of this study under other protocols, shown beside its own runs (``report/protocols.py``)."""
+
+    label: str  # this study's own runs, e.g. "read-only decoder (the paper's runs)"
+    others: List[OtherRunSet] = Field(min_length=1)
+
+
 class StudySpec(Strict):
     id: str = Field(pattern=ID_PATTERN)
     title: str
@@ -238,6 +250,7 @@ class StudySpec(Strict):
     paper: Optional[Paper] = None
     notes: str = ""
     deviations: List[str] = []  # this study's departures from the paper (listed in studies/README.md)
+    protocols: Optional[Protocols] = None  # earlier run sets under other protocols, shown beside this one
 
     @model_validator(mode="after")
     def _check(self):
