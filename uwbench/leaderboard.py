@@ -11,6 +11,10 @@
 4. ``study_snapshot``: its runs (one profile, the current spec hash) from MLflow, as a snapshot.
 5. ``merge`` with the committed baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
    re-run) after ``check_comparable``, and ``write_board``: the snapshot and the board files.
+
+Recording the baselines (``--record-baselines``) writes the board only when at least
+``board.MIN_CONVERGED`` of its baseline cells converged (``board.check_committable``): the rule a
+committed board meets; the columns with a baseline cell not converged are marked † and not counted.
 """
 from __future__ import annotations
 
@@ -188,12 +192,17 @@ def _values(series) -> List[str]:
     return sorted({format_value(v) for v in series} - {""})
 
 
-def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard") -> Tuple["Board", List[str]]:
-    """The snapshot (runs.csv, curves.csv) and every board file into ``folder``."""
+def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard",
+                min_converged: Optional[float] = None) -> Tuple["Board", List[str]]:
+    """The snapshot (runs.csv, curves.csv) and every board file into ``folder``. With ``min_converged``,
+    nothing is written unless at least that share of the baseline cells converged
+    (``board.check_committable``: a ValueError naming the count and the cells)."""
     from uwbench.report import board as board_mod
     from uwbench.report import board_render
 
     board = board_mod.build(snap)
+    if min_converged is not None:
+        board_mod.check_committable(board, min_converged)
     os.makedirs(folder, exist_ok=True)
     files = []
     for name, text in zip(SNAPSHOT_FILES, (snap.runs_csv, snap.curves_csv)):
@@ -205,8 +214,13 @@ def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard") -> Tu
 
 
 def rebuild(folder: str) -> Tuple["Board", List[str]]:
-    """Remake a board folder's files from its runs.csv and curves.csv alone (no MLflow)."""
+    """Remake a board folder's files from its runs.csv and curves.csv alone (no MLflow). A figure or page
+    that comes out the same by ``report.compare``'s rule keeps its old bytes, so rebuilding an unchanged
+    board on any machine leaves it untouched in git."""
+    from uwbench.report import compare
+
     snap = read_board(folder)
     if snap is None:
         raise FileNotFoundError(f"no runs.csv in {folder}: a board is built from its runs.csv and curves.csv")
-    return write_board(snap, folder)
+    with compare.unchanged_kept(os.path.dirname(os.path.abspath(folder))):
+        return write_board(snap, folder)

@@ -28,6 +28,11 @@ def add_arguments(p) -> None:
                    help=f"the committed board: where the baselines come from, what --commit-row, --show, --rebuild "
                         f"and --record-baselines use (default {lb.BOARD_DIR})")
     p.add_argument("--suite", default=lb.SUITE, help=f"the suite's study file (default {lb.SUITE})")
+    p.add_argument("--min-converged", type=float, default=None, metavar="SHARE",
+                   help="with --record-baselines: the share of baseline cells that must have converged for the "
+                        "board to be written (default: the rule of a committed board, uwbench.report.board."
+                        "MIN_CONVERGED); "
+                        "a lower one only to try the commands, e.g. at --profile smoke, where nothing converges")
     p.add_argument("--commit-row", action="store_true",
                    help="also add the new row's runs to the committed board's runs.csv and rebuild it there")
     mode = p.add_mutually_exclusive_group()
@@ -40,6 +45,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.min_converged is not None:
+        if not args.record_baselines:
+            raise ValueError("--min-converged applies to --record-baselines alone (the rule for writing the "
+                             "baselines)")
+        if not 0.0 <= args.min_converged <= 1.0:
+            raise ValueError(f"--min-converged {args.min_converged:g}: give a share between 0 and 1 (0.8 is 80%)")
     if args.show or args.rebuild or args.record_baselines:
         if args.writer or args.model or args.plugin:
             raise ValueError("--show, --rebuild and --record-baselines take no --plugin, --writer or --model")
@@ -55,8 +66,9 @@ def _show(args) -> int:
 
     path = os.path.join(args.board, "board.md")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no board at {path}: record the baselines first (`uwbench sweep {args.suite}`, then "
-                                "`uwbench leaderboard --record-baselines`)")
+        raise FileNotFoundError(f"no board at {path}: build it by recording the baselines (`uwbench sweep "
+                                f"{args.suite} --workers 2`, then `uwbench leaderboard --record-baselines`), or "
+                                "point --board at a board folder")
     with open(path, encoding="utf-8") as f:
         print(f.read(), end="")
     return 0
@@ -77,8 +89,13 @@ def _record(args) -> int:
     if len(snap.runs) == 0:
         raise ValueError(f"MLflow holds no run of {args.suite} at profile {args.profile or 'default'}: sweep it "
                          f"first (`uwbench sweep {args.suite} --workers 2`)")
-    board, _ = lb.write_board(lb.merge(lb.read_board(args.board), snap), args.board)
-    print(f"baselines recorded into {args.board}: {len(board.rows)} rows")
+    from uwbench.report.board import MIN_CONVERGED
+
+    minimum = MIN_CONVERGED if args.min_converged is None else args.min_converged
+    board, _ = lb.write_board(lb.merge(lb.read_board(args.board), snap), args.board, min_converged=minimum)
+    n = len(board.baseline_cells)
+    print(f"baselines recorded into {args.board}: {len(board.rows)} rows; {n - len(board.unconverged)} of {n} "
+          f"baseline cells converged, {len(board.counted)} of {len(board.positions)} columns counted")
     return 0
 
 
@@ -134,6 +151,8 @@ def _benchmark(args) -> int:
     from uwbench.report import board_render, formats
 
     print(formats.to_markdown(board_render.board_table(board)), end="")
+    if board.baseline_cells:  # how many baseline cells converged, and which columns count
+        print(board_render.baselines_text(board).replace("**", ""))
     print(f"board: {os.path.join(out, 'board.md')}")
     return 0
 

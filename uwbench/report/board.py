@@ -10,14 +10,33 @@ holding the suite's baseline runs and any writer's runs made at the same profile
   seeds (``tables.summarize``), its regime (``regime.regime``: has its learning curve converged?) and its
   CPU seconds per 100 updates.
 - **tests**: each row against the uniform-writing row and the regular-writing row of its own model (of
-  the DNC, ``REFERENCE_MODEL``, where its model has none but itself), at every position both have: not testable
-  when either cell has not converged, inconclusive with fewer than two seeds a side, else Welch's t-test,
-  Holm-corrected across the row's comparisons with that reference at ``stats.ALPHA`` (the rule of the
-  paper's claims, ``verdicts.gate`` and ``verdicts.decide``): better, worse, or n.s.
-- **time**: the geometric mean over positions of the row's CPU seconds per 100 updates divided by those
-  of its regular-writing reference (1.00 for the DNC's regular row, the reference of every other).
-- **rank**: at each position the rows are ranked by mean (1 = best, ties share the mean rank); a row's
-  mean rank is over the positions it has, and orders the board.
+  the DNC, ``REFERENCE_MODEL``, where its model has none but itself), at every counted position (below)
+  both have: not testable when either cell has not converged, inconclusive with fewer than two seeds a
+  side, else Welch's t-test, Holm-corrected across the row's comparisons with that reference at
+  ``stats.ALPHA`` (the rule of the paper's claims, ``verdicts.gate`` and ``verdicts.decide``): better,
+  worse, or n.s.
+- **time**: the geometric mean over all positions (time needs no convergence) of the row's CPU seconds
+  per 100 updates divided by those of its regular-writing reference (1.00 for the DNC's regular row, the
+  reference of every other).
+- **rank**: at each counted position the rows are ranked by mean (1 = best, ties share the mean rank); a
+  row's mean rank is over the counted positions it has, and orders the board.
+
+**The baselines and the counted positions.** The baseline rows are the runs of the suite's own study;
+every other row is a study ``<suite id>_<row>`` made from it (``leaderboard.writer_study``), so the
+baseline study is the one whose id every other study's id extends (``baseline_study``). A baseline cell
+converged when its regime is ``regime.CONVERGED``; one with any other state (rising, falling, at the
+guessing level, unknown: too few evaluations in its last quarter) or with no finished run has not. A
+position where any baseline cell has not converged is **not counted** (marked † on the board): at that
+position a row's place against the baselines would rank how fast the writers learn, not where they end.
+It is left out for every row alike: no row's cell there is ranked or tested (its comparisons read "not
+testable"), and the mean rank, the mean value and the better / worse / n.s. / not testable tallies are
+over the counted positions only. A baseline cell that converged with runs that collapsed late (their
+training loss back at the guessing level after their best evaluation) counts as converged: the regime
+rule reads those runs up to their best evaluation, which is the checkpoint their test value measures; the
+board names them. A new row's own cell that has not converged at a counted position is marked † and its
+comparisons are not testable, but it keeps its rank there: leaving it out would reward a writer for not
+learning. A board is fit to commit when at least ``MIN_CONVERGED`` of its baseline cells converged
+(``check_committable``, applied by `uwbench leaderboard --record-baselines`).
 """
 from __future__ import annotations
 
@@ -43,6 +62,8 @@ REFERENCE_MODEL = "dnc"  # whose reference rows a model without its own is compa
 TASK_ORDER = ("copy", "reverse", "double", "add")  # the suite's column order; other tasks follow, sorted
 BETTER, WORSE, NS = "better", "worse", "n.s."
 OUTCOMES = (BETTER, WORSE, NS, verdicts.NOT_TESTABLE)
+MIN_CONVERGED = 0.8  # the share of baseline cells that must have converged for a board to be committed
+NO_RUN = "no finished run"  # the state of a baseline cell the board lacks (its runs failed or never ran)
 OUTCOME_OF = {verdicts.YES: BETTER, verdicts.NO: WORSE, verdicts.INCONCLUSIVE: NS,
             verdicts.NOT_TESTABLE: verdicts.NOT_TESTABLE,
             # a board's cells never have the paper's budget; were one to, an unconverged side is not testable
@@ -108,12 +129,40 @@ class Row:
         return out
 
     def mean_value(self) -> Optional[float]:
-        vals = [c.mean for c in self.cells.values() if c.mean is not None]
+        """The mean over the row's ranked cells (the counted positions), like its mean rank."""
+        vals = [c.mean for c in self.cells.values() if c.mean is not None and c.rank is not None]
         return float(np.mean(vals)) if vals else None
 
     def mean_cpu100(self) -> Optional[float]:
+        """The mean over every cell of the row: time needs no convergence."""
         vals = [c.cpu100 for c in self.cells.values() if c.cpu100 is not None]
         return float(np.mean(vals)) if vals else None
+
+
+@dataclass
+class BaselineCell:
+    """A baseline row at a position: its cell, or None when the board lacks it (no finished run)."""
+
+    row: str  # the row's name
+    label: str
+    position: Position
+    cell: Optional[Cell]
+
+    @property
+    def converged(self) -> bool:
+        return self.cell is not None and self.cell.regime.converged
+
+    @property
+    def state(self) -> str:
+        return self.cell.regime.state if self.cell is not None else NO_RUN
+
+    @property
+    def collapsed(self) -> int:
+        """How many of its runs collapsed late (read up to their best evaluation by the regime rule)."""
+        return len(self.cell.regime.collapsed) if self.cell is not None else 0
+
+    def text(self) -> str:
+        return f"{self.label} at {self.position.label}"
 
 
 @dataclass
@@ -124,6 +173,28 @@ class Board:
     profile: str = ""
     steps: Optional[int] = None
     seeds: Optional[int] = None
+    baseline_study: str = ""
+    baseline_cells: List[BaselineCell] = field(default_factory=list)  # every baseline row at every position
+
+    @property
+    def unconverged(self) -> List[BaselineCell]:
+        """The baseline cells that have not converged (or have no finished run), in the board's order."""
+        return [b for b in self.baseline_cells if not b.converged]
+
+    @property
+    def excluded(self) -> List[Position]:
+        """The positions left out of every row's rank and tallies: a baseline cell there has not converged."""
+        return counted_positions(self.positions, self.baseline_cells)[1]
+
+    @property
+    def counted(self) -> List[Position]:
+        """The positions where every baseline cell converged: the mean rank and the tallies are over these."""
+        return counted_positions(self.positions, self.baseline_cells)[0]
+
+    def converged_share(self) -> float:
+        """The share of baseline cells that converged (1.0 for a board without baselines)."""
+        n = len(self.baseline_cells)
+        return (n - len(self.unconverged)) / n if n else 1.0
 
     def row(self, name: str) -> Row:
         for r in self.rows:
@@ -153,15 +224,53 @@ def build(snap: Snapshot) -> Board:
     summary = summary[summary["state"] == tables.OK]
     rows = _rows(summary, snap.curves, measure)
     positions = sorted({p for r in rows.values() for p in r.cells}, key=Position.sort_key)
-    _rank(rows, positions, measure)
+    base_study = baseline_study(runs)
+    base_rows = sorted({row_of(c) for c, s in zip(runs["cell"], runs["study"]) if str(s) == base_study})
+    cells = [BaselineCell(n, rows[n].label if n in rows else n, p, rows[n].cells.get(p) if n in rows else None)
+             for p in positions for n in base_rows]
+    counted = counted_positions(positions, cells)[0]
+    _rank(rows, counted, measure)
     for r in rows.values():
-        _test(r, rows, measure)
+        _test(r, rows, measure, counted)
         r.time_ratio = _time_ratio(r, rows)
     ordered = sorted(rows.values(), key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, r.label))
     steps = [int(v) for v in runs["steps"] if _isnum(v)]
     seeds = runs[runs["status"] == "finished"].groupby("cell")["run_id"].count()
     return Board(positions, ordered, measure, profiles[0] if profiles else "", min(steps) if steps else None,
-                 int(seeds.max()) if len(seeds) else None)
+                 int(seeds.max()) if len(seeds) else None, base_study, cells)
+
+
+def counted_positions(positions: List[Position],
+                      cells: List[BaselineCell]) -> Tuple[List[Position], List[Position]]:
+    """The rule, in one place: (counted, not counted) positions, in order; a position is not counted when any
+    baseline cell there has not converged (module docstring)."""
+    stuck = {b.position for b in cells if not b.converged}
+    return [p for p in positions if p not in stuck], [p for p in positions if p in stuck]
+
+
+def baseline_study(runs: pd.DataFrame) -> str:
+    """The study of the baseline rows: the one whose id every other study's id extends with '_<row>' (a
+    new row's study is ``<suite id>_<row>``, ``leaderboard.writer_study``); a snapshot of one study is all
+    baselines. A ValueError when no study is such."""
+    studies = sorted({str(s) for s in runs["study"] if str(s)})
+    found = [s for s in studies if all(o == s or o.startswith(f"{s}_") for o in studies)]
+    if not found:
+        raise ValueError(f"the snapshot holds the studies {', '.join(studies)}, none of which the others extend: a "
+                         "board holds one suite's baseline runs (study <id>) and rows made from that suite "
+                         "(studies <id>_<row>, by `uwbench leaderboard`); build it from one suite's runs")
+    return found[0]
+
+
+def check_committable(board: Board, minimum: float = MIN_CONVERGED) -> None:
+    """A ValueError unless at least ``minimum`` of the board's baseline cells converged (the rule a
+    committed board meets), naming the count and the cells that did not, and the fix."""
+    n, stuck = len(board.baseline_cells), board.unconverged
+    if n and board.converged_share() < minimum:
+        names = "; ".join(f"{b.text()} ({b.state})" for b in stuck)
+        raise ValueError(f"{n - len(stuck)} of {n} baseline cells converged ({board.converged_share():.0%}): a board "
+                         f"is committed when at least {minimum:.0%} did. Not converged: {names}. Run the baselines "
+                         "at sizes or a budget where more converge (the suite's profile, studies/leaderboard.yaml) "
+                         "and record them again")
 
 
 def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure) -> Dict[str, Row]:
@@ -207,6 +316,7 @@ def guess_loss(task: str, seq_len) -> Optional[float]:
 
 
 def _rank(rows: Dict[str, Row], positions: List[Position], measure: metrics.Measure) -> None:
+    """Rank the rows at each of ``positions`` (the counted ones); a row's mean rank is over those it has."""
     for pos in positions:
         here = [(r.cells[pos].mean, r) for r in rows.values() if pos in r.cells and r.cells[pos].mean is not None]
         ranks = pd.Series([m for m, _ in here]).rank(method="average", ascending=not measure.higher_is_better)
@@ -229,7 +339,10 @@ def reference_row(row: Row, writer: str, rows: Dict[str, Row]) -> Optional[Row]:
     return None
 
 
-def _test(row: Row, rows: Dict[str, Row], measure: metrics.Measure) -> None:
+def _test(row: Row, rows: Dict[str, Row], measure: metrics.Measure, positions: List[Position]) -> None:
+    """The row's comparisons with each reference at ``positions`` (the counted ones), one Holm family per
+    reference."""
+    counted = set(positions)
     for writer in REFERENCES:
         ref = reference_row(row, writer, rows)
         if ref is None:
@@ -238,7 +351,7 @@ def _test(row: Row, rows: Dict[str, Row], measure: metrics.Measure) -> None:
         comps: Dict[Position, verdicts.Comparison] = {}
         for pos, mine in row.cells.items():
             theirs = ref.cells.get(pos)
-            if theirs is None:
+            if theirs is None or pos not in counted:
                 continue
             a, b = _value(mine, row.label), _value(theirs, ref.label)
             verdict, reason = verdicts.gate(a, b, needs_regime=True)

@@ -1,6 +1,8 @@
 """The leaderboard's files: ``board.md`` (the page), ``board.csv`` (one line per row), ``cells.csv`` (one
 line per row and position, with every test), ``board.html`` and ``pareto.png`` (mean value against mean
-CPU seconds per 100 updates). Text comes from ``formats`` and the figure from ``figures``' style, so a
+CPU seconds per 100 updates; absent when no column is counted). The header says how many baseline cells
+converged, of how many, which did not, and which columns are therefore not counted (``board``'s module
+docstring: the rule). Text comes from ``formats`` and the figure from ``figures``' style, so a
 rebuild of the same snapshot gives the same bytes."""
 from __future__ import annotations
 
@@ -8,23 +10,32 @@ import html
 import os
 from typing import Any, List, Optional
 
-from uwbench.report import figures, formats, stats
-from uwbench.report.board import OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE, Board, Cell, Row
+from uwbench.report import figures, formats, regime, stats, verdicts
+from uwbench.report.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
+                                  Board, Cell, Position, Row)
 from uwbench.report.runs import to_csv_text
 
-NOT_CONVERGED = "†"  # after a cell's value: its curve has not converged, so its tests are not testable
+# after a cell's value: its curve has not converged, so its tests are not testable; after a column's name:
+# a baseline cell there has not converged, so the column is left out of every row's rank and tallies
+NOT_CONVERGED = "†"
 MISSING = "—"
 FILES = ("board.md", "board.csv", "cells.csv", "board.html", "pareto.png")
 
 RULE = ("Each row is tested against uniform writing (UW) and regular writing on its own model (the DNC's where "
-        "its model has no other such row), at every task and ratio both have: **not testable** when either cell's learning "
-        "curve has not converged (it still gains more than 1 point per 1,000 updates over its last quarter, or "
-        "its training loss has not left the guessing level), otherwise Welch's t-test on the per-seed values, "
+        "its model has no other such row), at every counted column (below) both have: **not testable** when "
+        "either cell's learning curve has not converged (it still gains, or loses, more than 1 point per 1,000 "
+        "updates over its last quarter; its training loss has not left the guessing level; or its last quarter "
+        f"holds fewer than {regime.MIN_POINTS} evaluations), otherwise Welch's t-test on the per-seed values, "
         f"Holm-corrected across the row's comparisons with that reference at α = {stats.ALPHA:g}: **better** or "
         "**worse** when significant, **n.s.** when not (or with fewer than two seeds a side). Time: CPU seconds "
-        "per 100 updates against regular writing, the geometric mean of the per-cell ratios (runs made on "
-        "different machines compare the machines too). Rank: per column, 1 = best mean; the board is ordered by "
-        "the mean rank over a row's columns.")
+        "per 100 updates against regular writing, the geometric mean of the per-cell ratios over every column "
+        "(runs made on different machines compare the machines too). Rank: per counted column, 1 = best mean; "
+        "the board is ordered by the mean rank over a row's counted columns. **Counted columns** are those where "
+        f"every baseline cell converged. A column with a baseline cell not converged (marked {NOT_CONVERGED}) "
+        "is left out for every row alike: no cell there is ranked or tested, and the mean rank, the mean value "
+        "and the tallies are over the counted columns only. A row's own cell not converged in a counted column "
+        f"is marked {NOT_CONVERGED} and not testable but keeps its rank (leaving it out would reward not "
+        f"learning). A board is committed when at least {MIN_CONVERGED:.0%} of its baseline cells converged.")
 
 
 def _decimals(board: Board) -> int:
@@ -50,10 +61,15 @@ def _ratio(v: Optional[float]) -> str:
     return MISSING if v is None else f"{v:.2f}×"
 
 
+def column_label(p: Position, board: Board) -> str:
+    """A column's name, with the dagger when a baseline cell there has not converged (the column is not counted)."""
+    return p.label + (f" {NOT_CONVERGED}" if p in board.excluded else "")
+
+
 def board_table(board: Board) -> formats.Table:
     """The board: one line per row, ordered by mean rank."""
     vs = [f"vs {REFERENCE_LABEL[w]} (better / worse / n.s. / not testable)" for w in REFERENCES]
-    columns = ["#", "Writer"] + [p.label for p in board.positions] + vs + [
+    columns = ["#", "Writer"] + [column_label(p, board) for p in board.positions] + vs + [
         f"CPU time vs {REFERENCE_LABEL[TIME_REFERENCE]}", "Mean rank"]
     rows, csv_rows = [], []
     for i, r in enumerate(board.rows, start=1):
@@ -88,6 +104,7 @@ def cells_table(board: Board) -> formats.Table:
     for w in REFERENCES:
         columns += [f"vs_{w}", f"vs_{w}_p", f"vs_{w}_p_holm", f"vs_{w}_reason"]
     out = []
+    excluded = set(board.excluded)
     for r in board.rows:
         for p in board.positions:
             c = r.cells.get(p)
@@ -97,7 +114,9 @@ def cells_table(board: Board) -> formats.Table:
                                _r(c.std), c.n, c.regime.state, c.regime.detail, _r(c.cpu100), _r(c.rank)]
             for w in REFERENCES:
                 comp = r.tests.get(w, {}).get(p)
-                if comp is None:
+                if comp is None and p in excluded and w in r.references:
+                    line += [verdicts.NOT_TESTABLE, "", "", excluded_reason(board, p)]
+                elif comp is None:
                     line += ["", "", "", ""]
                 else:
                     line += [OUTCOME_OF[comp.verdict], _r(comp.p), _r(comp.p_holm), comp.reason]
@@ -107,6 +126,39 @@ def cells_table(board: Board) -> formats.Table:
 
 def _r(v) -> Any:
     return "" if v is None else round(float(v), 6)
+
+
+def excluded_reason(board: Board, p: Position) -> str:
+    """Why the column ``p`` is not counted: its baseline cells that have not converged."""
+    stuck = "; ".join(f"{b.label}: {b.state}" for b in board.unconverged if b.position == p)
+    return f"column not counted: a baseline cell has not converged ({stuck})"
+
+
+def baselines_text(board: Board) -> str:
+    """The header's account of the baselines: how many cells converged, of how many, which did not, the
+    columns left out, and the converged cells with runs that collapsed late ('' without baselines)."""
+    n, stuck = len(board.baseline_cells), board.unconverged
+    if not n:
+        return ""
+    text = (f"**Baselines: {n - len(stuck)} of {n} cells converged** ({board.converged_share():.0%}; a board is "
+            f"committed with at least {MIN_CONVERGED:.0%}).")
+    if stuck:
+        counted, total = len(board.counted), len(board.positions)
+        columns = ", ".join(p.label for p in board.excluded)
+        text += (f" Not converged ({NOT_CONVERGED}, not testable): "
+                 + "; ".join(f"{b.text()} ({b.state})" for b in stuck) + ". "
+                 + f"The columns with one ({columns}) are marked {NOT_CONVERGED} and left out for every row alike: "
+                 + (f"the mean rank, the mean value and the tallies are over the other {counted} of {total} "
+                    "columns, where every baseline cell converged." if counted else
+                    "no column is counted, so no row has a mean rank or a tested comparison."))
+    else:
+        text += " Every column is counted."
+    collapsed = [b for b in board.baseline_cells if b.converged and b.collapsed]
+    if collapsed:
+        text += (" Converged with runs that collapsed late (read up to their best evaluation, the checkpoint their "
+                 "test value measures): " + "; ".join(f"{b.text()} ({b.collapsed} of {b.cell.n} runs)"
+                                                     for b in collapsed) + ".")
+    return text
 
 
 def stuck_cells(board: Board) -> List[str]:
@@ -123,15 +175,20 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
              f"{board.seeds} seeds per cell" if board.seeds else ""]
     lines = [f"# {title}", "",
              f"Test {board.metric.title}{unit}, mean ± std over the seeds, per task and compression ratio (D+1)/T; "
-             f"{', '.join(f for f in facts if f)}. {NOT_CONVERGED}: the cell has not converged (its tests are not "
-             "testable). Pareto-optimal rows (no other row has both a higher mean and less CPU time): "
-             f"{', '.join(board.row(n).label for n in board.pareto()) or MISSING}.", "",
-             formats.to_markdown(board_table(board)).rstrip("\n"), "",
-             f"**How to read it.** {RULE}", "",
-             "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
-             "regime, p-values and Holm-adjusted p-values), [`runs.csv`](runs.csv) and [`curves.csv`](curves.csv) "
-             "(the runs it is built from: `uwbench leaderboard --rebuild` remakes every file from them).", "",
-             "![Mean value against CPU time](pareto.png)", ""]
+             f"{', '.join(f for f in facts if f)}. {NOT_CONVERGED} after a value: that cell's learning curve has "
+             f"not converged (its tests are not testable); {NOT_CONVERGED} after a column's name: a baseline cell "
+             "there has not converged, so the column is not counted for any row. Pareto-optimal rows (no other row "
+             "has both a higher mean and less CPU time): "
+             f"{', '.join(board.row(n).label for n in board.pareto()) or MISSING}.", ""]
+    if board.baseline_cells:
+        lines += [baselines_text(board), ""]
+    lines += [formats.to_markdown(board_table(board)).rstrip("\n"), "",
+              f"**How to read it.** {RULE}", "",
+              "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
+              "regime, p-values and Holm-adjusted p-values), [`runs.csv`](runs.csv) and [`curves.csv`](curves.csv) "
+              "(the runs it is built from: `uwbench leaderboard --rebuild` remakes every file from them).", ""]
+    if _has_pareto(board):
+        lines += ["![Mean value against CPU time](pareto.png)", ""]
     stuck = stuck_cells(board)
     if stuck:
         lines += ["**Cells not converged** (not testable at this budget):", ""] + [f"- {s}" for s in stuck] + [""]
@@ -144,17 +201,29 @@ def page_html(board: Board, title: str = "Leaderboard") -> str:
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
-            f"<h1>{esc(title)}</h1>\n" + formats.to_html(board_table(board))
+            f"<h1>{esc(title)}</h1>\n"
+            + (f"<p>{esc(baselines_text(board).replace('**', ''))}</p>\n" if board.baseline_cells else "")
+            + formats.to_html(board_table(board))
             + f"<p>{esc(RULE.replace('**', ''))}</p>\n"
             + (f"<p>Cells not converged:</p><ul>{stuck}</ul>\n" if stuck else "")
-            + "<img src=\"pareto.png\" alt=\"mean value against CPU time\">\n</body></html>\n")
+            + ("<img src=\"pareto.png\" alt=\"mean value against CPU time\">\n" if _has_pareto(board) else "")
+            + "</body></html>\n")
+
+
+def _points(board: Board):
+    """(row, mean CPU seconds per 100 updates, mean value) of every row that has both."""
+    points = [(r, r.mean_cpu100(), r.mean_value()) for r in board.rows]
+    return [(r, x, y) for r, x, y in points if x is not None and y is not None]
+
+
+def _has_pareto(board: Board) -> bool:
+    return bool(_points(board))
 
 
 def pareto_figure(board: Board):
-    """Mean value over a row's columns against its mean CPU seconds per 100 updates; the Pareto-optimal
-    rows filled and joined, the others hollow."""
-    points = [(r, r.mean_cpu100(), r.mean_value()) for r in board.rows]
-    points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
+    """Mean value over a row's counted columns against its mean CPU seconds per 100 updates; the
+    Pareto-optimal rows filled and joined, the others hollow."""
+    points = _points(board)
     if not points:
         return None
     front = set(board.pareto())
@@ -171,7 +240,7 @@ def pareto_figure(board: Board):
                 linestyle="--", zorder=1, label="Pareto front")
     ax.set_xlabel("CPU seconds per 100 updates (mean over the columns)")
     unit = f" ({board.metric.unit})" if board.metric.unit else ""
-    ax.set_ylabel(f"test {board.metric.title}{unit} (mean over the columns)")
+    ax.set_ylabel(f"test {board.metric.title}{unit} (mean over the counted columns)")
     ax.set_title(f"Leaderboard: test {board.metric.title} against CPU time")
     ax.legend(loc="best")
     return fig
