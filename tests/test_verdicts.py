@@ -380,3 +380,20 @@ def test_the_headline_figure_takes_both_sides_of_the_claim_with_the_same_model_a
               cell("rw", writer="random", mean=60, std=1), cell("add", task="add", writer="uniform", mean=1, std=1))
     assert list(render.claim_cells(s, render.HEADLINE_CLAIM)["cell"]) == ["reg", "uw"]
     assert len(render.claim_cells(s.iloc[[0, 3]], render.HEADLINE_CLAIM)) == 0  # one side only: no figure
+
+
+def test_a_claim_is_stated_for_the_tasks_its_study_has():
+    """A copy-only study tests "UW beats regular writing" on copy: its verdicts.csv and the index say so,
+    not "on copy and reverse"."""
+    copy_only = frame(cell("reg", mean=70, std=1), cell("uw", writer="uniform", mean=80, std=1))
+    r = result("uw-beats-regular", copy_only)
+    assert r.tasks == ("copy",) and r.text == "UW beats regular writing on copy"
+    both = frame(cell("reg", mean=70, std=1), cell("uw", writer="uniform", mean=80, std=1),
+                 cell("reg-r", task="reverse", mean=70, std=1),
+                 cell("uw-r", task="reverse", writer="uniform", mean=80, std=1))
+    assert result("uw-beats-regular", both).text == "UW beats regular writing on copy and reverse"
+    claim = next(c for c in verdicts.CLAIMS if c.id == "uw-cuw-cut-time")  # a claim for every task
+    assert claim.text_for(["copy"]) == claim.text
+    table = verdicts.Verdicts([], [r], compute(copy_only.iloc[0:0], pd.DataFrame())).claim_table()
+    assert table.rows[0][0] == "UW beats regular writing on copy"
+    assert table.csv_columns[:2] == ["claim", "claim_text"] and table.csv_rows[0][1] == r.text

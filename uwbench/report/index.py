@@ -71,9 +71,16 @@ def untested_claims(folder: str) -> List[str]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if not len(frame) or "claim_verdict" not in frame.columns:
         return []
-    texts = {c.id: c.text for c in verdicts.CLAIMS}
     rows = frame[frame["claim_verdict"] == verdicts.NOT_TESTABLE].drop_duplicates("claim")
-    return [texts.get(c, c) for c in rows["claim"]]
+    return [claim_text(r) for _, r in rows.iterrows()]
+
+
+def claim_text(row) -> str:
+    """A verdicts.csv row's claim as its study tested it (``claim_text``; older files: the claim's own text)."""
+    text = str(row.get("claim_text", "") or "")
+    if text:
+        return text
+    return {c.id: c.text for c in verdicts.CLAIMS}.get(row["claim"], row["claim"])
 
 
 def paper_budget_profiles(spec, path: str) -> List[str]:
@@ -127,9 +134,8 @@ def claim_summary(folder: str) -> str:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if not len(frame) or "claim_verdict" not in frame.columns:
         return ""
-    texts = {c.id: c.text for c in verdicts.CLAIMS}
-    pairs = frame.drop_duplicates("claim")[["claim", "claim_verdict"]].itertuples(index=False)
-    return "; ".join(f"{texts.get(c, c)}: **{v}**" for c, v in pairs)
+    rows = frame.drop_duplicates("claim")
+    return "; ".join(f"{claim_text(r)}: **{r['claim_verdict']}**" for _, r in rows.iterrows())
 
 
 def write_index(root: str, studies_dir: str = "studies") -> str:
