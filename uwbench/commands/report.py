@@ -27,6 +27,9 @@ def add_arguments(p) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace a report folder that holds a report of another profile (refused without it: "
                         "e.g. --profile cpu over Table 1's committed paper50 report; or write with --out DIR)")
+    p.add_argument("--index-only", action="store_true",
+                   help="rebuild no report: rewrite only the index (<out>/README.md) and the results block of the "
+                        "README.md beside <out>, from the reports already there")
 
 
 def run(args) -> int:
@@ -53,6 +56,11 @@ def _write(args) -> int:
     from uwbench.commands.sweep import overrides
     from uwbench.report import index as index_mod, report_from_csv, report_study
 
+    if args.index_only:
+        if args.studies or args.all or args.from_csv or args.assignments:
+            raise ValueError("--index-only rebuilds no report: give no study files, no --all, --from-csv or --set")
+        print(f"index: {index_mod.write_index(args.out, args.studies_dir)}")
+        return 0
     if args.from_csv:
         if args.studies or args.all or args.assignments:
             raise ValueError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")

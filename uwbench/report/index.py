@@ -1,6 +1,7 @@
 """The reports' index, ``reports/README.md``: one row per study (its headline numbers, cells run, status and
 the paper's claims in our runs), then the claims no committed run could test yet and the budget that would
-(``untested_section``)."""
+(``untested_section``). Writing it also rewrites the results block of the README beside the reports folder
+(``readme_block``)."""
 from __future__ import annotations
 
 import glob
@@ -10,6 +11,8 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench.report import formats, tables, verdicts
+from uwbench.report import readme_block
+from uwbench.report.readme_block import claim_text
 from uwbench.report.render import headline
 from uwbench.report.runs import Snapshot
 from uwbench.report.study import StudyView, from_runs
@@ -73,14 +76,6 @@ def untested_claims(folder: str) -> List[str]:
         return []
     rows = frame[frame["claim_verdict"] == verdicts.NOT_TESTABLE].drop_duplicates("claim")
     return [claim_text(r) for _, r in rows.iterrows()]
-
-
-def claim_text(row) -> str:
-    """A verdicts.csv row's claim as its study tested it (``claim_text``; older files: the claim's own text)."""
-    text = str(row.get("claim_text", "") or "")
-    if text:
-        return text
-    return {c.id: c.text for c in verdicts.CLAIMS}.get(row["claim"], row["claim"])
 
 
 def paper_budget_profiles(spec, path: str) -> List[str]:
@@ -161,4 +156,5 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
     path = os.path.join(root, "README.md")
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
+    readme_block.refresh(root, studies_dir)  # the README's results block, from the same files
     return path
