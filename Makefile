@@ -8,13 +8,21 @@ STUDY ?= quickstart
 STORAGE ?= runs/optuna/$(STUDY).journal
 DASHBOARD_PORT ?= 8080
 PAPER_STUDIES ?= table1_memorization table2_reasoning table3_pixel_mnist ablation_figure sinusoid_figure
+# Where `make paper-cpu` writes its reports: never over the committed ones in reports/ (Tables 1 and 2 commit
+# their paper50 reports; `uwbench report` refuses to replace a report of another profile without --force).
+PAPER_CPU_REPORTS ?= runs/reports
+# torch is installed first, pinned; TORCH_INDEX takes it from another package index, e.g. the CPU-only
+# wheels: `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` (PyPI's Linux wheel is the CUDA
+# build, several GB). Empty: PyPI.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: install demo test test-slow test-gpu lint bench paper-cpu mlflow-ui dashboard clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV) && $(PY) -m pip install -q torch==2.13.0 && $(PY) -m pip install -q -e '.[dev]' && touch $(STAMP)
+	test -x $(PY) || python3 -m venv $(VENV) && $(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) '$(TORCH)' && $(PY) -m pip install -q -e '.[dev]' && touch $(STAMP)
 
 demo: install
 	$(PY) -m uwbench demo
@@ -35,7 +43,7 @@ bench: install
 	$(PY) -m pip install -q -e ".[bench]" && $(PY) -m uwbench bench
 
 paper-cpu: install
-	for s in $(PAPER_STUDIES); do $(PY) -m uwbench sweep studies/$$s.yaml --profile cpu --workers 2 && $(PY) -m uwbench report studies/$$s.yaml --profile cpu || exit $$?; done
+	for s in $(PAPER_STUDIES); do $(PY) -m uwbench sweep studies/$$s.yaml --profile cpu --workers 2 && $(PY) -m uwbench report studies/$$s.yaml --profile cpu --out $(PAPER_CPU_REPORTS) || exit $$?; done
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db

@@ -11,7 +11,7 @@ It is a one-file plugin: benchmark it with
 
     uwbench leaderboard --plugin examples/front_loaded_writer.py --writer front_loaded --workers 2
 
-(README, "Benchmark your own writer"). ``--set model.power=1.5`` changes its setting.
+(docs/extending.md, "The leaderboard"). ``--set model.power=1.5`` changes its setting.
 """
 from __future__ import annotations
 

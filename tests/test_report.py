@@ -478,6 +478,11 @@ def test_time_table_shows_cpu_seconds_when_the_snapshot_has_them(tmp_path):
     md = open(os.path.join(rep.folder, "time.md"), encoding="utf-8").read()
     header = next(line for line in md.splitlines() if line.startswith("| Model"))
     assert "| CPU s / 100 |" in header and "6.25" in md and "4.75" in md
+    # the regular twin's time beside a reduction is on the reduction's basis (CPU), not the wall seconds
+    assert "| regular writing's CPU s / 100 |" in header
+    uw = next(line for line in md.splitlines() if line.startswith("| DNC+UW"))
+    cols = [c.strip() for c in uw.strip("|").split("|")]
+    assert cols[-2:] == ["6.25", "24.0"] and "9.50" not in uw  # 100 × (1 − 4.75 / 6.25)
     assert "cpu_sec100_mean" in open(os.path.join(rep.folder, "time.csv"), encoding="utf-8").readline()
     text = open(os.path.join(rep.folder, "README.md"), encoding="utf-8").read()
     assert "× each run's threads" in text  # the snapshot records the thread count

@@ -319,27 +319,39 @@ def test_ablation_window_claim():
 
 
 def test_compute_from_runs_and_curves():
+    """CPU core-hours are the runs' own CPU seconds (CPU s per 100 updates × updates / 100; a trial's updates
+    from its timings); wall time × threads is shown beside them under that name."""
     r = pd.DataFrame([
         {"cell": "a", "role": "trial", "status": "finished", "seed": 0, "run_id": "t1", "device": "cpu",
-         "train_seconds": 3000.0, "eval_seconds": 600.0},
+         "steps": None, "train_seconds": 3000.0, "eval_seconds": 600.0, "mean_seconds_per_100": 300.0,
+         "mean_cpu_seconds_per_100": 180.0},
         {"cell": "a", "role": "trial", "status": "pruned", "seed": 0, "run_id": "t2", "device": "cpu",
-         "train_seconds": None, "eval_seconds": None},
+         "steps": None, "train_seconds": None, "eval_seconds": None, "mean_seconds_per_100": None,
+         "mean_cpu_seconds_per_100": None},
         {"cell": "a", "role": "final", "status": "finished", "seed": 1, "run_id": "f1", "device": "cpu",
-         "train_seconds": 1800.0, "eval_seconds": 0.0},
+         "steps": 500, "train_seconds": 1800.0, "eval_seconds": 0.0, "mean_seconds_per_100": 360.0,
+         "mean_cpu_seconds_per_100": 360.0},
         {"cell": "a", "role": "final", "status": "finished", "seed": 2, "run_id": "f2", "device": "cuda:0",
-         "train_seconds": 3600.0, "eval_seconds": 0.0},
+         "steps": 800, "train_seconds": 3600.0, "eval_seconds": 0.0, "mean_seconds_per_100": 450.0,
+         "mean_cpu_seconds_per_100": 450.0},
     ])
     curves = pd.DataFrame([{"run_id": "f1", "metric": "train_loss", "step": s, "value": 0.1} for s in (100, 500)]
                           + [{"run_id": "f2", "metric": "train_loss", "step": 800, "value": 0.1},
                              {"run_id": "t1", "metric": "train_loss", "step": 9999, "value": 0.1}])
     c = compute(r, curves)
-    assert c.core_hours == pytest.approx(1.5) and c.gpu_hours == pytest.approx(1.0)
+    # t1: 1,000 updates (3000 s / 300 s per 100) at 180 CPU s per 100 = 1,800 s; f1: 500 × 3.6 = 1,800 s
+    assert c.core_hours == pytest.approx(1.0) and c.n_cpu == 2 and c.gpu_hours == pytest.approx(1.0)
+    assert c.wall_core_hours == pytest.approx(1.5)  # (3,000 + 600 + 1,800) s of wall time × 1 thread
     assert (c.n_runs, c.n_timed, c.n_trials, c.n_finals) == (4, 3, 2, 2)
     assert c.updates == [500, 800] and c.seeds == [1, 2] and c.seeds_per_cell == 2
     text = c.text()
-    assert "1.50 CPU core-hours and 1.00 GPU-hours" in text and "500-800 updates" in text and "1 thread" in text
+    assert text.startswith("1.00 CPU core-hours: the runs' own CPU seconds") and "1.00 GPU-hours" in text
+    assert "wall time × 1 thread per CPU run" in text and "1.50 core-hours" in text and "500-800 updates" in text
     c2 = compute(r.assign(threads=2.0), curves)
-    assert c2.core_hours == pytest.approx(3.0) and "each run's threads" in c2.text()
+    assert c2.core_hours == pytest.approx(1.0) and c2.wall_core_hours == pytest.approx(3.0)
+    assert "wall time × each run's threads" in c2.text()
+    old = compute(r.drop(columns=["mean_cpu_seconds_per_100"]), curves)  # a snapshot from before the column
+    assert old.n_cpu == 0 and old.text().startswith("CPU core-hours not recorded")
     assert compute(r.iloc[0:0], curves).core_hours == 0.0
 
 
@@ -368,3 +380,20 @@ def test_the_headline_figure_takes_both_sides_of_the_claim_with_the_same_model_a
               cell("rw", writer="random", mean=60, std=1), cell("add", task="add", writer="uniform", mean=1, std=1))
     assert list(render.claim_cells(s, render.HEADLINE_CLAIM)["cell"]) == ["reg", "uw"]
     assert len(render.claim_cells(s.iloc[[0, 3]], render.HEADLINE_CLAIM)) == 0  # one side only: no figure
+
+
+def test_a_claim_is_stated_for_the_tasks_its_study_has():
+    """A copy-only study tests "UW beats regular writing" on copy: its verdicts.csv and the index say so,
+    not "on copy and reverse"."""
+    copy_only = frame(cell("reg", mean=70, std=1), cell("uw", writer="uniform", mean=80, std=1))
+    r = result("uw-beats-regular", copy_only)
+    assert r.tasks == ("copy",) and r.text == "UW beats regular writing on copy"
+    both = frame(cell("reg", mean=70, std=1), cell("uw", writer="uniform", mean=80, std=1),
+                 cell("reg-r", task="reverse", mean=70, std=1),
+                 cell("uw-r", task="reverse", writer="uniform", mean=80, std=1))
+    assert result("uw-beats-regular", both).text == "UW beats regular writing on copy and reverse"
+    claim = next(c for c in verdicts.CLAIMS if c.id == "uw-cuw-cut-time")  # a claim for every task
+    assert claim.text_for(["copy"]) == claim.text
+    table = verdicts.Verdicts([], [r], compute(copy_only.iloc[0:0], pd.DataFrame())).claim_table()
+    assert table.rows[0][0] == "UW beats regular writing on copy"
+    assert table.csv_columns[:2] == ["claim", "claim_text"] and table.csv_rows[0][1] == r.text

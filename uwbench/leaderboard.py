@@ -9,7 +9,7 @@
    profiles are the suite's, so its cells are the baselines' twins. It is swept like any study
    (``sweeps.driver.sweep``: MLflow, resume, ``--workers``), under its own id ``<suite id>_<row>``.
 4. ``study_snapshot``: its runs (one profile, the current spec hash) from MLflow, as a snapshot.
-5. ``merge`` with the committed baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
+5. ``merge`` with the recorded baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
    re-run) after ``check_comparable``, and ``write_board``: the snapshot and the board files.
 
 Recording the baselines (``--record-baselines``) writes the board only when at least
@@ -172,7 +172,7 @@ def check_comparable(base: "Snapshot", add: "Snapshot", suite_id: str) -> None:
     ours, theirs = _finished(add), _finished(base, {suite_id})
     if len(theirs) == 0:
         raise ValueError(f"the board's runs.csv holds no finished baseline run of the suite {suite_id!r}: sweep the "
-                         "suite and record it first (README, \"Benchmark your own writer\")")
+                         "suite and record it first (docs/extending.md, \"The leaderboard\")")
     for col in SAME:
         a, b = _values(ours[col]), _values(theirs[col])
         if a and a != b:

@@ -1,4 +1,5 @@
-"""The writers' schedules scored side by side by Theorem 2's bound (``uwbench theory schedule``): regular,
+"""The writers' schedules scored side by side by Theorem 2's bound (``uwbench theory bound``, and the table
+``uwbench theory contributions`` prints with its fitted lambda): regular,
 uniform (Eq. 7), cached uniform (§2.3.1) and random writing for T tokens, D slots and lambda, against the
 real optimum g_lambda (Theorem 3) and the best integer split. Built on ``uwbench.theory``."""
 from __future__ import annotations

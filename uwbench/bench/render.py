@@ -1,4 +1,4 @@
-"""Markdown tables of a benchmark result (printed by ``uwbench bench``; the headline goes in the README)."""
+"""Markdown tables of a benchmark result (printed by ``uwbench bench``; the headline goes in docs/speed.md)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional

@@ -1,7 +1,7 @@
 """`uwbench demo` (what `make demo` runs): the quickstart study swept with the Optuna backend on its
 default profile (cpu: regular, uniform and cached uniform writing over memory sizes D, so over
-compression ratios (D+1)/T; 48 runs, about 6 minutes on 2 cores), recorded in MLflow, then its report
-under reports/quickstart/ and how to look at both."""
+compression ratios (D+1)/T; 48 runs, whose CPU time is the Compute line of reports/quickstart/README.md),
+recorded in MLflow, then its report under reports/quickstart/ and how to look at both."""
 from __future__ import annotations
 
 import os
@@ -74,5 +74,5 @@ def run(args) -> int:
     print(link_line(EXPERIMENT, tracking_uri=args.tracking_uri))
     print("In its runs table, expand a cell to see its runs; filter with tags.role = 'final'; add columns "
           "(writer, memory_size, cache_size, lr, clip, test_accuracy, mean_seconds_per_100) from the "
-          "Columns menu (README, \"MLflow UI\").")
+          "Columns menu (docs/usage.md, \"The MLflow UI\").")
     return 0

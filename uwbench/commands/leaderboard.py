@@ -1,5 +1,5 @@
 """`uwbench leaderboard`: benchmark a plugin writer (or memory model) against the paper's writers on the
-leaderboard suite, with significance and time, in one command (README, "Benchmark your own writer")."""
+leaderboard suite, with significance and time, in one command (docs/extending.md, "The leaderboard")."""
 from __future__ import annotations
 
 HELP = "rank a plugin writer or memory model against regular, UW, CUW and RW writing on the leaderboard suite"

@@ -24,6 +24,12 @@ def add_arguments(p) -> None:
                    help="report the runs of a sweep made with these --set values (give the sweep's own; they are "
                         "part of its spec hash)")
     p.add_argument("--no-traces", action="store_true", help="skip the memory traces (no checkpoint is loaded)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a report folder that holds a report of another profile (refused without it: "
+                        "e.g. --profile cpu over Table 1's committed paper50 report; or write with --out DIR)")
+    p.add_argument("--index-only", action="store_true",
+                   help="rebuild no report: rewrite only the index (<out>/README.md) and the results block of the "
+                        "README.md beside <out>, from the reports already there")
 
 
 def run(args) -> int:
@@ -45,14 +51,20 @@ def run(args) -> int:
 def _write(args) -> int:
     import glob
     import os
+    import sys
 
     from uwbench.commands.sweep import overrides
     from uwbench.report import index as index_mod, report_from_csv, report_study
 
+    if args.index_only:
+        if args.studies or args.all or args.from_csv or args.assignments:
+            raise ValueError("--index-only rebuilds no report: give no study files, no --all, --from-csv or --set")
+        print(f"index: {index_mod.write_index(args.out, args.studies_dir)}")
+        return 0
     if args.from_csv:
         if args.studies or args.all or args.assignments:
             raise ValueError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")
-        rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir)
+        rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir, force=args.force)
         _print(rep, args.out)
         return 0
     paths = list(args.studies)
@@ -62,10 +74,12 @@ def _write(args) -> int:
         raise ValueError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
     from uwbench import leaderboard as lb
     from uwbench import spec as spec_mod
+    from uwbench.report.guard import ProfileClashError
     from uwbench.tracking import mlflow as tracking
 
-    done = 0
-    for path in dict.fromkeys(paths):
+    paths = list(dict.fromkeys(paths))
+    done, refused = 0, []
+    for path in paths:
         if args.all and path not in args.studies:
             try:
                 sid = spec_mod.load(path).id
@@ -81,13 +95,25 @@ def _write(args) -> int:
             if not (has_csv or in_mlflow):
                 print(f"{sid}: not run (no MLflow experiment, no {os.path.join(args.out, sid, 'runs.csv')})")
                 continue
-        rep = report_study(path, tracking_uri=args.tracking_uri, out=args.out, source=args.source,
-                           traces=not args.no_traces, studies_dir=args.studies_dir, index=False,
-                           profile=args.profile, backend=args.backend, overrides=overrides(args.assignments))
+        try:
+            rep = report_study(path, tracking_uri=args.tracking_uri, out=args.out, source=args.source,
+                               traces=not args.no_traces, studies_dir=args.studies_dir, index=False,
+                               profile=args.profile, backend=args.backend, overrides=overrides(args.assignments),
+                               force=args.force)
+        except ProfileClashError as exc:
+            if len(paths) == 1:
+                raise
+            print(f"uwbench report: error: {exc}", file=sys.stderr)
+            refused.append(path)
+            continue
         _print(rep, args.out)
         done += 1
     index = index_mod.write_index(args.out, args.studies_dir)
     print(f"index: {index} ({done} report(s) written)")
+    if refused:
+        print(f"{len(refused)} report(s) not written: a report of another profile is in their folder "
+              "(--out DIR or --force)", file=sys.stderr)
+        return 2
     return 0
 
 

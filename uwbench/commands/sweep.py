@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
                    help="a setting for every cell, after the profile's, e.g. --set train.steps=200 (repeatable; part "
                         "of the spec hash, so a sweep with other --set values is another run set; tag `overrides`)")
     p.add_argument("--cells", action="append", metavar="PATTERN",
-                   help="run only the cells whose id matches this glob, e.g. 'dnc_uniform_*' (repeatable); the runs "
+                   help="run only the cells whose id matches this glob, e.g. 'dnc-uniform-*' (repeatable); the runs "
                         "are the study's own, and its report names the cells not run yet")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 

@@ -17,7 +17,8 @@ SOURCES = ("auto", "mlflow", "csv")
 def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
                  traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
                  profile: Optional[str] = None, backend: Optional[str] = None,
-                 log: Callable[[str], None] = print, storage: Optional[str] = None, overrides=None):
+                 log: Callable[[str], None] = print, storage: Optional[str] = None, overrides=None,
+                 force: bool = False):
     """Build ``<out>/<id>/`` for the study file ``path``; returns the ``render.Report``.
 
     ``source``: ``mlflow`` (the experiment named by the study id must exist), ``csv`` (the committed
@@ -28,10 +29,11 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     study was swept by both (default: the one with more finished final runs; see ``study.one_backend``).
     ``storage``: the Optuna storage the sweep used (default: its default journal under runs/), read for the
     search analysis of a report made from MLflow (``uwbench.report.search``). ``overrides``: the
-    ``--set`` values of the sweep to report (``{section: {key: value}}``, part of its spec hash).
+    ``--set`` values of the sweep to report (``{section: {key: value}}``, part of its spec hash). A folder
+    holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
     """
     from uwbench import spec as spec_mod
-    from uwbench.report import index as index_mod, render, runs as runs_mod, study as study_mod
+    from uwbench.report import guard, index as index_mod, render, runs as runs_mod, study as study_mod
 
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -76,6 +78,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
     if snap is None:
         snap = runs_mod.Snapshot(runs_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
+    guard.check(folder, snap.runs, force)
     view = study_mod.load(path, snap.runs, overrides)
     report = render.build_report(view, snap, folder, search_storage=search_storage)
     if index:
@@ -84,10 +87,11 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "repo
 
 
 def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str = "studies", index: bool = True,
-                    log: Callable[[str], None] = print):
+                    log: Callable[[str], None] = print, force: bool = False):
     """Rebuild a report from a ``runs.csv`` snapshot (and its sibling curves.csv / traces.csv), no MLflow.
-    ``out`` defaults to the folder above the snapshot's (``reports/<id>/runs.csv`` -> ``reports``)."""
-    from uwbench.report import index as index_mod, render, runs as runs_mod
+    ``out`` defaults to the folder above the snapshot's (``reports/<id>/runs.csv`` -> ``reports``). A folder
+    holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``)."""
+    from uwbench.report import guard, index as index_mod, render, runs as runs_mod
 
     src = os.path.dirname(os.path.abspath(csv_path))
     if os.path.basename(csv_path) != "runs.csv":
@@ -95,6 +99,7 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     snap = runs_mod.Snapshot.from_dir(src)
     view = render.study_for_snapshot(snap, studies_dir, src)
     out = out or os.path.dirname(src)
+    guard.check(os.path.join(out, view.id), snap.runs, force)
     report = render.build_report(view, snap, os.path.join(out, view.id))
     log(f"{view.id}: {len(snap.runs)} runs from {csv_path}")
     if index:

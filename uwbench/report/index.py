@@ -1,6 +1,7 @@
 """The reports' index, ``reports/README.md``: one row per study (its headline numbers, cells run, status and
 the paper's claims in our runs), then the claims no committed run could test yet and the budget that would
-(``untested_section``)."""
+(``untested_section``). Writing it also rewrites the results block of the README beside the reports folder
+(``readme_block``)."""
 from __future__ import annotations
 
 import glob
@@ -10,6 +11,8 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench.report import formats, tables, verdicts
+from uwbench.report import readme_block
+from uwbench.report.readme_block import claim_text
 from uwbench.report.render import headline
 from uwbench.report.runs import Snapshot
 from uwbench.report.study import StudyView, from_runs
@@ -71,9 +74,8 @@ def untested_claims(folder: str) -> List[str]:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if not len(frame) or "claim_verdict" not in frame.columns:
         return []
-    texts = {c.id: c.text for c in verdicts.CLAIMS}
     rows = frame[frame["claim_verdict"] == verdicts.NOT_TESTABLE].drop_duplicates("claim")
-    return [texts.get(c, c) for c in rows["claim"]]
+    return [claim_text(r) for _, r in rows.iterrows()]
 
 
 def paper_budget_profiles(spec, path: str) -> List[str]:
@@ -127,9 +129,8 @@ def claim_summary(folder: str) -> str:
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if not len(frame) or "claim_verdict" not in frame.columns:
         return ""
-    texts = {c.id: c.text for c in verdicts.CLAIMS}
-    pairs = frame.drop_duplicates("claim")[["claim", "claim_verdict"]].itertuples(index=False)
-    return "; ".join(f"{texts.get(c, c)}: **{v}**" for c, v in pairs)
+    rows = frame.drop_duplicates("claim")
+    return "; ".join(f"{claim_text(r)}: **{r['claim_verdict']}**" for _, r in rows.iterrows())
 
 
 def write_index(root: str, studies_dir: str = "studies") -> str:
@@ -155,4 +156,5 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
     path = os.path.join(root, "README.md")
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
+    readme_block.refresh(root, studies_dir)  # the README's results block, from the same files
     return path

@@ -21,8 +21,8 @@ the paper's number of updates: the paper's claims are claims at that budget, so 
 tested as the paper made it, and the side's state is reported beside the verdict (``Regime.testable``).
 
 A run **collapsed** when its training loss had left the guessing level and is back at it at its last
-evaluation: a late divergence (the paper-size DNC runs on copy did this between 9,250 and 9,750 of
-their 10,000 updates, after reaching 65-87%). Its test value measures the weights of its best evaluation
+evaluation: a late divergence (4 of the 10 paper-size DNC and DNC+UW runs on copy did this, back at the
+guessing level from 4,750 to 9,750 of their 10,000 updates after reaching 62-87%: docs/findings.md). Its test value measures the weights of its best evaluation
 (the trainer tests the best checkpoint), so its curve is read up to that evaluation, and the cell's
 regime names how many of its runs collapsed and when. Slopes are read per run, each over the last
 quarter of its own curve, and averaged (for runs evaluated at the same steps, the slope of the

@@ -297,6 +297,20 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
 
 
+def status_meaning(summary, status: str) -> str:
+    """What the study's status says: it is its worst cell's, which cells set it, and that it compares numbers
+    with the paper's, not the paper's claims (those are the verdicts)."""
+    if status in (tables.NOT_RUN, tables.NO_PAPER):
+        return ("The status is the worst verdict of the cells that have a paper value; none has one here."
+                if status == tables.NO_PAPER else "")
+    cells = [str(c) for c, v in zip(summary["cell"], summary["verdict"]) if v == status]
+    compared = int(summary["verdict"].isin([tables.MATCHES, tables.WITHIN, tables.OFF, tables.REDUCED]).sum())
+    shown = ", ".join(cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
+    return (f"The study takes its worst cell's verdict: {len(cells)} of the {compared} cells with a paper value "
+            f"are {status} ({shown}; the All cells table has each). It compares each cell's number with the paper's "
+            "at one budget; whether the paper's claims hold is the Verdicts section's question.")
+
+
 def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
             ptable=None, missing=(), prot=None) -> str:
     facts = _run_facts(runs)
@@ -311,7 +325,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
               f"within 2 std of ours = matches, within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off; only at the "
-              "paper's budget: a cell that made fewer updates than the paper's is marked reduced budget).", ""]
+              "paper's budget: a cell that made fewer updates than the paper's is marked reduced budget). "
+              + status_meaning(summary, status), ""]
     flags = set_flag(runs)
     if missing:
         lines += [_missing_line(study, missing, flags), ""]
@@ -385,7 +400,9 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
     if study.question:
         parts.append(f"<p><b>Question.</b> {esc(study.question)}</p>\n")
     n_run = int((summary["state"] == tables.OK).sum())
+    meaning = status_meaning(summary, status)
     parts.append(f'<p><span class="status">Status: {esc(status)}</span> {n_run}/{len(summary)} cells run. '
+                 + (f"{esc(meaning)} " if meaning else "") +
                  f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
                  f" and <code>uwbench report {esc(path)}</code>.</p>\n")
     if missing:

@@ -125,6 +125,12 @@ class ClaimResult:
     comparisons: List[Comparison]
     verdict: str
     measure_name: str = ""
+    tasks: Tuple[str, ...] = ()  # the tasks of the cells compared
+
+    @property
+    def text(self) -> str:
+        """The claim as these runs test it (only the tasks they have: ``Claim.text_for``)."""
+        return self.claim.text_for(self.tasks)
 
 
 def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = True) -> Tuple[Optional[str], str]:
@@ -244,7 +250,8 @@ def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy",
     if not comps:
         return None
     decide(comps, higher_better=True if claim.window is not None else higher)
-    return ClaimResult(claim, comps, combine([c.verdict for c in comps]), name)
+    tasks = tuple(sorted({str(r["task"]) for r in winners + losers}))
+    return ClaimResult(claim, comps, combine([c.verdict for c in comps]), name, tasks)
 
 
 def _gains(w, twin, sign: float) -> Tuple[float, ...]:
@@ -367,15 +374,15 @@ class Verdicts:
             ours = "; ".join(f"{c.what}: {_side(c.winner, dec)} vs {_side(c.loser, dec)}"
                              + (f", p = {_p(c.p)} (Holm {_p(c.p_holm)})" if c.p is not None else "")
                              + f" → {c.verdict}" + (f" ({c.reason})" if c.reason else "") for c in r.comparisons)
-            rows.append([r.claim.text, r.claim.source, r.measure_name, ours, r.verdict])
+            rows.append([r.text, r.claim.source, r.measure_name, ours, r.verdict])
             for c in r.comparisons:
-                csv_rows.append([r.claim.id, c.what, c.winner.label, _r(c.winner.mean), _r(c.winner.std), c.winner.n,
+                csv_rows.append([r.claim.id, r.text, c.what, c.winner.label, _r(c.winner.mean), _r(c.winner.std), c.winner.n,
                                  c.loser.label, _r(c.loser.mean), _r(c.loser.std), c.loser.n, _r(c.p),
                                  _r(c.p_holm), c.verdict, c.reason, r.verdict])
         return formats.Table(
             title="The paper's claims", columns=["Claim", "Paper", "Measure", "Ours (mean ± std, n seeds)", "Verdict"],
             rows=rows,
-            csv_columns=["claim", "where", "winner", "winner_mean", "winner_std", "winner_n", "loser", "loser_mean",
+            csv_columns=["claim", "claim_text", "where", "winner", "winner_mean", "winner_std", "winner_n", "loser", "loser_mean",
                          "loser_std", "loser_n", "p", "p_holm", "verdict", "reason", "claim_verdict"],
             csv_rows=csv_rows)
 
