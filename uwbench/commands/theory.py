@@ -305,6 +305,9 @@ def _slug(text: str) -> str:
 
 def _save(fig, out: str, filename: str) -> str:
     os.makedirs(out, exist_ok=True)
+    from uwbench import atomic
+
     path = os.path.join(out, filename)
-    fig.savefig(path, dpi=120)
+    with atomic.replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     return path

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
+from uwbench import atomic
+
 FIGURE_SUFFIXES = (".png",)
 _EMBEDDED = re.compile(rb"data:image/png;base64,([A-Za-z0-9+/=]+)")
 
@@ -127,8 +129,7 @@ def unchanged_kept(root: str, tolerance: Tolerance = FIGURE_TOLERANCE) -> Iterat
             except OSError:
                 continue
             if new != old and file_difference(path, old, new, tolerance) is None:
-                with open(path, "wb") as fh:
-                    fh.write(old)
+                atomic.write_bytes(path, old)
                 kept.append(path)
 
 

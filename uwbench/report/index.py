@@ -9,6 +9,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from uwbench import atomic
 from uwbench.report import formats, tables, verdicts
 from uwbench.report.render import headline
 from uwbench.report.runs import Snapshot
@@ -151,8 +152,4 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
             "loss has not left the guessing level: each report's regime table says which).\n\n"
             + formats.to_markdown(t) + "\n" + untested_section(entries))
-    os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, "README.md")
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    return path
+    return atomic.write_text(os.path.join(root, "README.md"), text)

@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from uwbench import axes, metrics
+from uwbench import atomic, axes, metrics
 
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
@@ -100,9 +100,7 @@ def format_value(value) -> str:
 
 def write_csv(path: str, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
     """Write rows (dicts) as CSV with the stable text form; parent folders are created."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(to_csv_text(columns, rows))
+    atomic.write_text(path, to_csv_text(columns, rows))
 
 
 def to_csv_text(columns: Sequence[str], rows: Iterable[Mapping]) -> str:
@@ -301,10 +299,7 @@ class Snapshot:
         written = []
         for name, text in (("runs.csv", self.runs_csv), ("curves.csv", self.curves_csv),
                            ("traces.csv", self.traces_csv)):
-            path = os.path.join(folder, name)
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            written.append(path)
+            written.append(atomic.write_text(os.path.join(folder, name), text))
         return written
 
     def study_ids(self) -> List[str]:
