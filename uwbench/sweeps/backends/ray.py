@@ -419,6 +419,10 @@ class Backend:
         self.running = 0
         self.retries = 0
         self.ctx: Optional[planning.Context] = None
+        if plan.mode == "tuned":  # the searchers' storage: refused (or a torn journal repaired) before any run exists
+            from uwbench.sweeps.storage import make_storage, storage_url
+
+            make_storage(storage_url(plan, options.storage))
         _prepare_env(options.ray_address)
 
     @staticmethod
