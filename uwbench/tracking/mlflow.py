@@ -414,16 +414,19 @@ def run_record(run) -> Dict[str, Any]:
     }
 
 
-def find_runs(experiment_id: str, filter_string: str = "", uri: Optional[str] = None):
-    """Active runs of one experiment matching ``filter_string`` (MLflow search syntax), as dicts."""
+def find_runs(experiment_id: str, filter_string: str = "", uri: Optional[str] = None,
+              max_results: Optional[int] = None):
+    """Active runs of one experiment matching ``filter_string`` (MLflow search syntax), as dicts; at most
+    ``max_results`` of them when given."""
     c = MlflowClient(tracking_uri=resolve_uri(uri))
     out, token = [], None
     while True:
-        page = c.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
+        page = c.search_runs([experiment_id], filter_string=filter_string, max_results=min(1000, max_results or 1000),
+                             page_token=token)
         out.extend(run_record(r) for r in page)
         token = page.token
-        if not token:
-            return out
+        if not token or (max_results is not None and len(out) >= max_results):
+            return out[:max_results] if max_results is not None else out
 
 
 def get_run(run_id: str, uri: Optional[str] = None) -> Optional[Dict[str, Any]]:

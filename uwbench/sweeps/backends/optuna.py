@@ -85,6 +85,9 @@ class Backend:
     def records(self):
         return self.studies.records()
 
+    def recorded_in(self) -> Optional[str]:
+        return self.studies.recorded_in()
+
     def _housekeeping(self, state: Dict[str, float]) -> None:
         self.studies.enqueue()
         now = time.time()

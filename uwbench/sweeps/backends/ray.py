@@ -454,6 +454,10 @@ class Backend:
     def records(self):
         return _records(self.plan, self.ctx.experiment_id, self.ctx.uri), self.running
 
+    def recorded_in(self) -> Optional[str]:
+        """Its records are MLflow's own: they never disagree with the store."""
+        return None
+
     def run(self, tick) -> None:
         from uwbench.env import runs_dir
         from uwbench.sweeps.storage import make_storage, storage_url
