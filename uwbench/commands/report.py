@@ -1,9 +1,9 @@
 """`uwbench report`: the paper's tables and figures from recorded runs, into reports/<study>/."""
 from __future__ import annotations
 
-HELP = "write a study's report (tables beside the paper's values, figures, HTML) from MLflow or runs.csv"
+from uwbench.report import DEFAULT_OUT  # light: the package's __init__ imports nothing heavy
 
-DEFAULT_OUT = "reports"  # where study reports go: <out>/<study id>/ and the index <out>/README.md
+HELP = "write a study's report (tables beside the paper's values, figures, HTML) from MLflow or runs.csv"
 
 
 def add_arguments(p) -> None:

@@ -12,9 +12,10 @@ import os
 from typing import Callable, Optional
 
 SOURCES = ("auto", "mlflow", "csv")
+DEFAULT_OUT = "reports"  # where study reports go: <out>/<study id>/ and the index <out>/README.md
 
 
-def report_study(path: str, tracking_uri: Optional[str] = None, out: str = "reports", source: str = "auto",
+def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAULT_OUT, source: str = "auto",
                  traces: bool = True, studies_dir: Optional[str] = None, index: bool = True,
                  profile: Optional[str] = None, backend: Optional[str] = None,
                  log: Callable[[str], None] = print, storage: Optional[str] = None, overrides=None):
