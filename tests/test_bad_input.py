@@ -88,6 +88,17 @@ def damaged_store(ctx: Ctx) -> str:
     return path
 
 
+def read_only_store(ctx: Ctx) -> str:
+    """A migrated MLflow store this user may read but not write (file and folder without write permission)."""
+    folder = os.path.join(ctx.tmp, "readonly")
+    os.makedirs(folder)
+    path = os.path.join(folder, "mlflow.db")
+    shutil.copy(ctx.uri[len("sqlite:///"):], path)
+    os.chmod(path, 0o444)
+    os.chmod(folder, 0o555)
+    return path
+
+
 def journal_damaged_inside(ctx: Ctx) -> str:
     path = os.path.join(ctx.tmp, "journal", "quickstart.journal")
     os.makedirs(os.path.dirname(path))
@@ -162,7 +173,8 @@ CASES = [
     # uwbench train: checked before the run exists
     Case("unknown-controller", train("--controller", "lstmm"), ["unknown controller 'lstmm'", "Did you mean 'lstm'"]),
     Case("device-tpu", train("--device", "tpu"), ["`device` must be cpu, cuda, cuda:N or auto, got 'tpu'"]),
-    pytest.param(Case("device-cuda-no-gpu", train("--device", "cuda"), ["this machine has no CUDA GPU", "--device cpu"]),
+    pytest.param(Case("device-cuda-no-gpu", train("--device", "cuda"),
+                      ["this machine has no CUDA GPU", "--device cpu"]),
                  marks=pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")),
     Case("lr-inf", train("--lr", "inf"), ["`lr <= 3.403e+38` must hold", "got inf"]),
     Case("lr-nan", train("--lr", "nan"), ["train.lr must be a number, got NaN"]),
@@ -181,10 +193,15 @@ CASES = [
     Case("tracking-unwritable", lambda ctx: ["train", *TINY, "--tracking-uri",
                                              f"sqlite:///{os.path.join(ctx.tmp, 'mlruns', 'mlflow.db', 'x.db')}"],
          ["cannot use the MLflow store", "check that its folder exists and that this user may write there"]),
+    pytest.param(Case("tracking-read-only",
+                      lambda ctx: ["train", *TINY, "--tracking-uri", f"sqlite:///{read_only_store(ctx)}"],
+                      ["cannot be written", os.path.join("readonly", "mlflow.db"), "write access"]),
+                 marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")),
     Case("tracking-damaged", lambda ctx: ["train", *TINY, "--tracking-uri", f"sqlite:///{damaged_store(ctx)}"],
          ["damaged", os.path.join("damaged", "mlflow.db"), "restore it from a backup"]),
     # uwbench sweep: Optuna storages, checked before any run exists
-    Case("storage-scheme", lambda ctx: ["sweep", QUICKSTART, *SMOKE, "--tracking-uri", ctx.uri, "--storage", "foo://bar"],
+    Case("storage-scheme",
+         lambda ctx: ["sweep", QUICKSTART, *SMOKE, "--tracking-uri", ctx.uri, "--storage", "foo://bar"],
          ["cannot open the Optuna storage 'foo://bar'", "--storage takes a journal file path"]),
     Case("storage-postgres-down", lambda ctx: ["sweep", QUICKSTART, *SMOKE, "--tracking-uri", ctx.uri, "--storage",
                                                "postgresql+psycopg://uw:secret@127.0.0.1:9/optuna"],
@@ -209,9 +226,10 @@ CASES = [
                       *SMOKE, "--tracking-uri", ctx.uri],
          ["profiles.smoke.cell_seeds.dnc-* has repeated seeds [4, 4]"]),
     # study files and plugins
-    Case("label-placeholder", lambda ctx: ["sweep", variant(ctx, QUICKSTART, ("DNC ({model.writer}, D={model.memory_size})",
-                                                                              "DNC ({model.cache_size})")),
-                                           *SMOKE, "--tracking-uri", ctx.uri],
+    Case("label-placeholder",
+         lambda ctx: ["sweep", variant(ctx, QUICKSTART, ("DNC ({model.writer}, D={model.memory_size})",
+                                                         "DNC ({model.cache_size})")),
+                      *SMOKE, "--tracking-uri", ctx.uri],
          ["placeholder {model.cache_size} names a setting this group's cells do not have"], absent=["did you mean"]),
     Case("plugin-syntax-error", plugin_with_a_syntax_error,
          ["names the module 'uwbad_plugin', which has a syntax error", "uwbad_plugin.py, line 1"]),
@@ -283,6 +301,7 @@ def test_seeds_a_sweep_would_hang_on_fail_validate(tmp_path, capsys):
 
 
 def test_debug_shows_the_traceback_and_an_unexpected_error_says_how(monkeypatch, capsys):
+    import uwbench.tracking.mlflow  # noqa: F401 - registers the MLflow stores' conditions with uwbench.errors
     from uwbench.errors import one_line
 
     argv = ["train", *TINY, "--device", "tpu"]
@@ -296,6 +315,11 @@ def test_debug_shows_the_traceback_and_an_unexpected_error_says_how(monkeypatch,
     message, code = one_line(RuntimeError("something broke\nin detail"))
     assert code == 1 and message.startswith("RuntimeError: something broke (") and "--debug" in message
     assert "UWBENCH_DEBUG=1" in message and "\n" not in message
+    # what SQLite says of a store it cannot write (root writes read-only files, so the table cannot make one)
+    message, code = one_line(sqlite3.OperationalError("attempt to write a readonly database"))
+    assert code == 2 and message.startswith("a database file cannot be written") and "write access" in message
+    message, code = one_line(MemoryError())
+    assert code == 2 and message.startswith("out of memory") and "--batch-size" in message
 
 
 def test_a_long_bound_shows_its_progress(capsys):

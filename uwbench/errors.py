@@ -1,10 +1,11 @@
 """Errors that reach the user as one clear line (the CLI prints them without a traceback).
 
-``one_line(exc)`` is the whole rule: the message the ``uwbench`` command prints for an exception and its
-exit code. A ``UserError`` (a bad setting, a missing file: its message already says what is wrong and the
-fix) is printed as it is, exit code 2. A known condition of the machine (out of memory, a file the system
-refuses, a damaged database) gets its fix added (``KNOWN``, one entry each), exit code 2. Anything else is unexpected: its type
-and first line, with how to see the traceback (``--debug`` or ``UWBENCH_DEBUG=1``), exit code 1.
+``one_line(exc)`` is the whole rule: the message the ``uwbench`` command prints for an exception and
+its exit code. A ``UserError`` (a bad setting, a missing file: its message already says what is wrong and
+the fix) is printed as it is, exit code 2. A known condition of the machine (out of memory, a file the
+system refuses, a damaged database) gets its fix added (``KNOWN``, one entry each), exit code 2. Anything
+else is unexpected: its type and first line, with how to see the traceback (``--debug`` or
+``UWBENCH_DEBUG=1``), exit code 1.
 """
 from __future__ import annotations
 

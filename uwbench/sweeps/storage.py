@@ -97,8 +97,8 @@ def make_storage(url: str, heartbeat_interval: Optional[int] = None, grace_perio
     except Exception as exc:  # SQLAlchemy's: an unknown scheme, a server that does not answer, a damaged file
         if not type(exc).__module__.startswith("sqlalchemy"):
             raise
-        raise SweepError(f"cannot open the Optuna storage {shown(url)!r}: {first_line(getattr(exc, 'orig', None) or exc)}"
-                         f"; {_rdb_fix(exc, url)}") from None
+        reason = first_line(getattr(exc, "orig", None) or exc)
+        raise SweepError(f"cannot open the Optuna storage {shown(url)!r}: {reason}; {_rdb_fix(exc, url)}") from None
 
 
 def _rdb_fix(exc: Exception, url: str) -> str:

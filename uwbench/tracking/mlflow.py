@@ -122,16 +122,25 @@ def _reach_server(uri: str) -> None:
                             f"{env.CONNECT_TIMEOUT_ENV}=SECONDS") from None
 
 
+# What SQLite says of a file it cannot use after it was opened, and the fix (``_store_condition``).
+STORE_CONDITIONS = (
+    (DAMAGED, "a database file is damaged", f"restore it from a backup, or {STORE_FIX}"),
+    (("attempt to write a readonly database",), "a database file cannot be written",
+     f"give this user write access to it and its folder, or {STORE_FIX}"),
+)
+
+
 @errors.known
-def _damaged_store(exc: BaseException) -> Optional[str]:
-    """A store found damaged after it was opened (a page no earlier query read): the error names no file,
-    so the message names the SQLite stores this process uses."""
+def _store_condition(exc: BaseException) -> Optional[str]:
+    """A store found damaged or read-only after it was opened (a page no earlier query read, the first
+    write): SQLite's error names no file, so the message names the SQLite stores this process uses."""
     text = str(exc)
-    if not any(d in text for d in DAMAGED):
-        return None
-    stores = sorted(u[len("sqlite:///") :] for u in _READY_STORES if u.startswith("sqlite:///"))
-    where = f"; the MLflow store of this command is {', '.join(stores)}" if stores else ""
-    return f"a database file is damaged ({errors.first_line(text)}){where}: restore it from a backup, or {STORE_FIX}"
+    for signs, what, fix in STORE_CONDITIONS:
+        if any(s in text for s in signs):
+            stores = sorted(u[len("sqlite:///") :] for u in _READY_STORES if u.startswith("sqlite:///"))
+            where = f"; the MLflow store of this command is {', '.join(stores)}" if stores else ""
+            return f"{what} ({errors.first_sentence(text)}){where}: {fix}"
+    return None
 
 
 def _prepare_sqlite_store(uri: str, path: str) -> None:
