@@ -210,7 +210,7 @@ CASES = [
                                                 journal_damaged_inside(ctx)],
          ["quickstart.journal is damaged at line 2 of 3", "Restore the file from a backup", "head -n 1"]),
     Case("stores-disagree", swept_elsewhere,
-         ["records 4 ended run(s) of study quickstart", "holds none of them", "--storage PATH.journal"],
+         ["records 4 trained run(s) of study quickstart", "holds none of them", "--storage PATH.journal"],
          after=cell_runs_failed_with_the_error),
     # seeds, wherever they are given
     Case("final-seeds-repeated", quickstart_smoke("final_seeds: [1, 1]"),

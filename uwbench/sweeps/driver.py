@@ -64,11 +64,12 @@ def _unrecorded(plan: Plan, engine, experiment_id: str, uri: str, records: List[
     history for."""
     from uwbench.tracking.mlflow import find_runs
 
-    if not records or find_runs(experiment_id, common.children_filter(plan, engine.name), uri, max_results=1):
+    trained = [r for r in records if r.status in ("finished", "pruned")]  # a failed one may have no run at all
+    if not trained or find_runs(experiment_id, common.children_filter(plan, engine.name), uri, max_results=1):
         return None
     recorded = engine.recorded_in()
     there = f" ({recorded})" if recorded and recorded != uri else ""
-    return (f"{where} records {len(records)} ended run(s) of study {plan.id} (profile {plan.profile}, spec hash "
+    return (f"{where} records {len(trained)} trained run(s) of study {plan.id} (profile {plan.profile}, spec hash "
             f"{plan.spec_hash}) but the MLflow store {uri} holds none of them. Point --tracking-uri at the store "
             f"the sweep recorded them in{there}; or, to run the study again into this store, give a new Optuna "
             "storage (--storage PATH.journal)")
