@@ -348,8 +348,8 @@ def _check_seeds(where: str, seeds: List[int]) -> None:
         raise ValueError(f"{where} must list at least one seed, got []")
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
-        raise ValueError(f"{where} has repeated seeds {seeds} ({', '.join(map(str, repeated))} more than once); "
-                         "list each seed once")
+        raise ValueError(f"{where} has repeated seeds {seeds} (listed more than once: "
+                         f"{', '.join(map(str, repeated))}); list each seed once")
 
 
 def _check_faithful(search, where, budget, final_seeds: Optional[List[int]],

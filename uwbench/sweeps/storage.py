@@ -178,8 +178,8 @@ def check_journal(path: str) -> None:
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
             raise JournalDamaged(
                 f"the Optuna journal {path} is damaged at line {number} of {len(complete)} ({first_line(exc)}), so "
-                f"no record after it can be read. Restore the file from a backup; or keep the {number - 1} lines "
-                f"before it (`head -n {number - 1} {path} > {path}.kept && mv {path}.kept {path}`: what the later "
+                f"no record after it can be read. Restore the file from a backup; or keep only the lines before it "
+                f"(`head -n {number - 1} {path} > {path}.kept && mv {path}.kept {path}`: what the later "
                 "lines recorded is forgotten and planned again); or start the study's record afresh with a new "
                 "--storage") from None
 
