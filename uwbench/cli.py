@@ -3,6 +3,10 @@
 Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``,
 and imports heavy libraries (torch, mlflow, optuna, ray) only inside ``run`` so that
 ``uwbench --help`` stays instant.
+
+A failing command prints one line, ``uwbench <command>: error: <what is wrong and the fix>``
+(``uwbench.errors.one_line``); the traceback only with ``--debug`` (before or after the command name) or
+``UWBENCH_DEBUG=1``.
 """
 from __future__ import annotations
 
@@ -36,12 +40,27 @@ def build_parser() -> argparse.ArgumentParser:
     from uwbench import __version__
 
     parser.add_argument("--version", action="version", version=f"uwbench {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in _available_commands():
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        _add_debug(p)
         p.set_defaults(_run=module.run)
     return parser
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the command name too (and after a subcommand's name, as in ``theory bound``);
+    SUPPRESS keeps the value of a ``--debug`` given earlier."""
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_debug(sub)
+
+
+DEBUG_HELP = "on an error, show the traceback instead of the one-line message (also UWBENCH_DEBUG=1)"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -50,16 +69,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from uwbench.errors import UserError
+    from uwbench import env
+    from uwbench.errors import one_line
 
     try:
         return int(args._run(args) or 0)
-    except UserError as exc:
-        print(f"uwbench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"uwbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug or env.debug():
+            raise
+        message, code = one_line(exc)
+        print(f"uwbench {args.command}: error: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,6 @@
 """Process environment: library settings set once (never overriding what the user set), and the
 uwbench settings read from the environment (runs folder, checkpoint folder, Inductor cache, native
-kernels' cache, system metrics switch)."""
+kernels' cache, system metrics switch, tracebacks on errors, the wait for a server to answer)."""
 from __future__ import annotations
 
 import os
@@ -53,11 +53,46 @@ _SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, 
 def system_metrics() -> bool:
     """Whether training runs log system metrics (CPU, memory, GPU) to MLflow: on unless
     ``UWBENCH_SYSTEM_METRICS`` says 0 / false / no / off."""
-    raw = os.environ.get(SYSTEM_METRICS_ENV, "1").strip().lower()
+    return _switch(SYSTEM_METRICS_ENV, "1", "set it to 0 to turn system metrics off")
+
+
+def _switch(name: str, default: str, fix: str) -> bool:
+    raw = os.environ.get(name, default).strip().lower()
     if raw not in _SWITCH_VALUES:
-        raise ValueError(f"{SYSTEM_METRICS_ENV} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; "
-                         f"set it to 0 to turn system metrics off")
+        raise ValueError(f"{name} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; {fix}")
     return _SWITCH_VALUES[raw]
+
+
+DEBUG_ENV = "UWBENCH_DEBUG"
+
+
+def debug() -> bool:
+    """Whether a failing command shows its traceback (``UWBENCH_DEBUG=1``, like the ``--debug`` flag) instead
+    of the one-line error. An unreadable value counts as off: the switch must never hide the real error."""
+    try:
+        return _switch(DEBUG_ENV, "0", "set it to 1 for tracebacks")
+    except ValueError:
+        return False
+
+
+CONNECT_TIMEOUT_ENV = "UWBENCH_CONNECT_TIMEOUT"
+CONNECT_TIMEOUT_S = 5.0  # seconds to wait for an MLflow server or a database server to accept a connection
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for an ``http(s)://`` MLflow tracking server or a PostgreSQL Optuna storage to accept a
+    connection before giving up with an error (``UWBENCH_CONNECT_TIMEOUT``, default 5)."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{CONNECT_TIMEOUT_ENV} must be a number of seconds > 0, got {raw!r}; "
+                         f"unset it for the default of {CONNECT_TIMEOUT_S:g} s")
+    return value
 
 
 NATIVE_CACHE_ENV = "UWBENCH_NATIVE_CACHE"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -345,7 +345,8 @@ def random_positions(
 
 
 def expected_random_bound(
-    n_steps: int, lam: float, p: float, memory_size: Optional[int] = None, C: float = 1.0
+    n_steps: int, lam: float, p: float, memory_size: Optional[int] = None, C: float = 1.0,
+    progress: Optional[Callable[[int], None]] = None,
 ) -> float:
     """E[I_lambda] over the random writer's mask (each of the n_steps steps a write with probability p),
     exactly; ``memory_size`` D keeps only the most recent D writes (``kept_writes``), None keeps all.
@@ -358,6 +359,9 @@ def expected_random_bound(
         b_t = j, probability (1-p)^a p P[Bin(n-j, p) <= D-1];
       - more than D writes in [t, n]: b_t = k, the D-th write from the end, with probability
         p P[Bin(n-k, p) = D-1] (1 - (1-p)^{k-t}) (at least one write in [t, k-1]).
+
+    The work grows as n^2 (n vector operations of length n); ``progress(k)`` is called as the steps t are
+    done (k: how many more since the last call), for a caller that shows progress on a long horizon.
     """
     _check_positive("n_steps", n_steps)
     if not 0.0 <= p <= 1.0:
@@ -368,35 +372,39 @@ def expected_random_bound(
     cap = n + 1 if memory_size is None else memory_size  # more than n writes never happen
     _check_positive("memory_size", cap)
     q = 1.0 - p
-    pmf = _binomial_pmf_table(n, p, cap)  # (n+1, cap+1): pmf[m, k] = P[Bin(m, p) = k], k <= cap
-    kept_prob = pmf[:, :cap].sum(axis=1)  # (n+1,) P[Bin(m, p) <= D-1]
-    dth_last = p * pmf[:, cap - 1]  # (n+1,) [m]: P[a write at n-m with exactly D-1 writes after it]
+    kept_prob, at_last = _binomial_columns(n, p, cap)  # (n+1,) P[Bin(m, p) <= D-1], P[Bin(m, p) = D-1]
+    dth_last = p * at_last  # (n+1,) [m]: P[a write at n-m with exactly D-1 writes after it]
+    steps = np.arange(n + 1)
+    q_pow, lam_pow = q**steps, lam ** steps.astype(float)  # (n+1,) q^a, lambda^a
     total = 0.0
     for t in range(1, n + 1):
-        a = np.arange(0, n - t + 1)  # distance from t to the first write j = t + a
-        term = q ** (n - t + 1) * lam ** (n - t)
-        term += np.sum(q**a * p * kept_prob[n - t - a] * lam**a)
+        span = n - t + 1  # a = 0 .. n-t: distance from t to the first write j = t + a
+        term = q_pow[n - t + 1] * lam_pow[n - t]
+        term += np.sum(q_pow[:span] * p * kept_prob[n - t :: -1][:span] * lam_pow[:span])
         if memory_size is not None:
-            k = np.arange(t + 1, n + 1)  # the D-th write from the end at k > t
-            term += np.sum(dth_last[n - k] * (1.0 - q ** (k - t)) * lam ** (k - t))
+            d = steps[1:span]  # k - t for the D-th write from the end at k = t+1 .. n
+            term += np.sum(dth_last[n - t - d] * (1.0 - q_pow[d]) * lam_pow[d])
         total += term
+        if progress is not None and (t % PROGRESS_EVERY == 0 or t == n):
+            progress(t - (t - 1) // PROGRESS_EVERY * PROGRESS_EVERY)
     return float(C * total / n)
 
 
-def _binomial_pmf_table(n: int, p: float, kmax: int) -> np.ndarray:
-    """pmf[m, k] = P[Bin(m, p) = k] for m = 0..n, k = 0..kmax (zero where k > m), in log space."""
-    table = np.zeros((n + 1, kmax + 1))
+PROGRESS_EVERY = 1000  # steps t between calls of expected_random_bound's progress
+
+
+def _binomial_columns(n: int, p: float, cap: int) -> Tuple[np.ndarray, np.ndarray]:
+    """For m = 0..n: P[Bin(m, p) <= cap-1] and P[Bin(m, p) = cap-1], by the recurrence
+    P[Bin(m+1) = k] = (1-p) P[Bin(m) = k] + p P[Bin(m) = k-1], keeping one row of cap values at a time
+    (exact for p in {0, 1}; the whole table would take n x cap floats)."""
+    row = np.zeros(cap)  # P[Bin(m, p) = k] for k = 0 .. cap-1
+    row[0] = 1.0
+    kept, last = np.empty(n + 1), np.empty(n + 1)
     for m in range(n + 1):
-        for k in range(min(m, kmax) + 1):
-            if p in (0.0, 1.0):
-                table[m, k] = float(k == (m if p == 1.0 else 0))
-                continue
-            log_pmf = (
-                math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1)
-                + k * math.log(p) + (m - k) * math.log1p(-p)
-            )
-            table[m, k] = math.exp(log_pmf)
-    return table
+        kept[m], last[m] = row.sum(), row[cap - 1]
+        row[1:] = (1.0 - p) * row[1:] + p * row[:-1]
+        row[0] *= 1.0 - p
+    return kept, last
 
 
 def _check_non_negative(name: str, value: int) -> None:

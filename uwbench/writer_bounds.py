@@ -5,13 +5,29 @@ real optimum g_lambda (Theorem 3) and the best integer split. Built on ``uwbench
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from uwbench.theory import (IntegerSplit, _check_positive, best_integer_split, contribution_bound,
                             expected_random_bound, g_lambda, random_write_prob, uniform_interval, uniform_positions)
 
 
 WRITER_ROWS = ("regular", "uniform", "cached_uniform", "random")
+
+
+def work(T: int) -> int:
+    """The steps ``schedule_table``'s progress counts for T tokens: two expectations over the T+1 steps."""
+    return 2 * (T + 1)
+
+
+def check_compresses(T: int, D: int) -> None:
+    """Theorems 2 and 3 are about a memory smaller than the sequence: D < T. With D >= T the D slots hold
+    every token, so writing every step (regular writing) keeps them all, and the optimum's D+1 intervals
+    of T/(D+1) < 1 step are no schedule a writer can follow."""
+    if not D < T:
+        raise ValueError(f"`memory_size < seq_len` must hold for the bound to mean anything, got D={D}, T={T}: "
+                         f"{D} slots hold all {T} tokens, so regular writing keeps every one and no writer needs to "
+                         "skip a step (the optimum would be intervals of "
+                         f"{T / (D + 1):.2g} steps); choose D below T")
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,7 @@ def schedule_table(
     rule: str = "code",
     C: float = 1.0,
     write_prob: Optional[float] = None,
+    progress: Optional[Callable[[int], None]] = None,
 ) -> ScheduleTable:
     """Theorem 2's bound for each writer's schedule on a task of T tokens read as ``n = T + 1`` encoder
     steps (the end marker included, docs/reference.md §2.1), with D memory slots:
@@ -83,6 +100,8 @@ def schedule_table(
 
     ``optimum`` is g_lambda(n, D): the maximum for lambda <= 1, the minimum for lambda > 1.
     ``paper_optimum`` is g_lambda(T, D), the paper's optimum with T the input length.
+    ``progress(k)``: k more of the ``work(T)`` steps done (the random writer's expectation takes most of the
+    time, quadratic in T).
     """
     _check_positive("seq_len", T)
     _check_positive("memory_size", D)
@@ -103,9 +122,9 @@ def schedule_table(
             writer, tuple(positions), float(len(positions)), bound,
             contribution_bound(positions, n, lam, C, base=0), bound / optimum, note,
         ))
-    bound = expected_random_bound(n, lam, p, D, C)
+    bound = expected_random_bound(n, lam, p, D, C, progress=progress)
     rows.append(ScheduleRow(
-        "random", None, p * n, bound, expected_random_bound(n, lam, p, None, C), bound / optimum,
+        "random", None, p * n, bound, expected_random_bound(n, lam, p, None, C, progress=progress), bound / optimum,
         f"expected over Bernoulli(p={p:.4g}) masks",
     ))
     best = best_integer_split(n, D, lam, maximize=lam <= 1, C=C) if n >= D + 1 else None

@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from uwbench import atomic
 from uwbench.bench import targets
 from uwbench.env import NATIVE_CACHE_ENV
 from uwbench.bench.memory import run_point
@@ -362,7 +363,4 @@ def write_result(result: Dict[str, Any], out_dir: str, name: Optional[str] = Non
 
 def write_json(obj: Any, path: str) -> str:
     """A benchmark result as indented JSON (the committed files' format); returns the path."""
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    return path
+    return atomic.write_text(path, json.dumps(obj, indent=1) + "\n")

@@ -1,6 +1,8 @@
 """`uwbench report`: the paper's tables and figures from recorded runs, into reports/<study>/."""
 from __future__ import annotations
 
+from uwbench.report import DEFAULT_OUT  # light: the package's __init__ imports nothing heavy
+
 HELP = "write a study's report (tables beside the paper's values, figures, HTML) from MLflow or runs.csv"
 
 
@@ -9,11 +11,13 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true",
                    help="every study in --studies-dir that has runs (in MLflow, else its committed runs.csv)")
     p.add_argument("--from-csv", metavar="RUNS_CSV",
-                   help="rebuild from a report's runs.csv snapshot, without MLflow (e.g. reports/quickstart/runs.csv)")
+                   help="rebuild from a report's runs.csv snapshot, without MLflow (e.g. reports/quickstart/runs.csv); "
+                        "written beside the snapshot, in its folder, unless --out is given")
     p.add_argument("--source", choices=("auto", "mlflow", "csv"), default="auto",
                    help="where the runs come from: auto = MLflow if it has the study's experiment, else runs.csv")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
-    p.add_argument("--out", default="reports", help="reports folder (default reports/)")
+    p.add_argument("--out", help=f"reports folder: the report goes to OUT/<study id>/ (default {DEFAULT_OUT}/; with "
+                                 "--from-csv, the snapshot's own folder)")
     p.add_argument("--studies-dir", default="studies", help="where study files are (default studies/)")
     p.add_argument("--profile", help="report the runs of this profile (default: the study's default profile if it "
                                      "has runs at the current spec hash, else the first profile that has)")
@@ -41,11 +45,22 @@ def run(args) -> int:
 
     import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
 
-    with compare.unchanged_kept(args.out) as kept:
+    with compare.unchanged_kept(**_written_under(args)) as kept:
         code = _write(args)
     if kept:
         print(f"{len(kept)} figure(s) or page(s) drawn the same within the figure tolerance: kept their bytes")
     return code
+
+
+def _written_under(args) -> dict:
+    """Where the command writes (``compare.unchanged_kept``'s arguments): the report folders under ``--out``
+    (default reports/), or the snapshot's own folder for ``--from-csv`` without ``--out``."""
+    import os
+
+    if args.from_csv and args.out is None:
+        folder = os.path.dirname(os.path.abspath(args.from_csv))
+        return {"root": os.path.dirname(folder), "folders": [folder]}
+    return {"root": DEFAULT_OUT if args.out is None else args.out}
 
 
 def _write(args) -> int:
@@ -65,8 +80,9 @@ def _write(args) -> int:
         if args.studies or args.all or args.assignments:
             raise ValueError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")
         rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir, force=args.force)
-        _print(rep, args.out)
+        _print(rep)
         return 0
+    args.out = DEFAULT_OUT if args.out is None else args.out
     paths = list(args.studies)
     if args.all:
         paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))
@@ -106,7 +122,7 @@ def _write(args) -> int:
             print(f"uwbench report: error: {exc}", file=sys.stderr)
             refused.append(path)
             continue
-        _print(rep, args.out)
+        _print(rep)
         done += 1
     index = index_mod.write_index(args.out, args.studies_dir)
     print(f"index: {index} ({done} report(s) written)")
@@ -117,7 +133,7 @@ def _write(args) -> int:
     return 0
 
 
-def _print(rep, out: str) -> None:
+def _print(rep) -> None:
     import os
 
     n_run = int((rep.summary["state"] == "ok").sum())

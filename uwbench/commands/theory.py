@@ -14,6 +14,7 @@ Figures are built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 from typing import Optional, Sequence
@@ -86,13 +87,34 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def _run_bound(args) -> int:
-    from uwbench.writer_bounds import schedule_table
+LONG_BOUND_STEPS = 4000  # from this many steps of work (T of about 2,000) the bound shows its progress
 
-    table = schedule_table(args.seq_len, args.memory_size, args.lam, _cache_size(args),
-                           rule=args.rule, C=args.C, write_prob=args.write_prob)
+
+def _run_bound(args) -> int:
+    from uwbench.writer_bounds import check_compresses, schedule_table
+
+    check_compresses(args.seq_len, args.memory_size)
+    with _progress(args.seq_len) as progress:
+        table = schedule_table(args.seq_len, args.memory_size, args.lam, _cache_size(args),
+                               rule=args.rule, C=args.C, write_prob=args.write_prob, progress=progress)
     print(format_schedule_table(table))
     return 0
+
+
+@contextlib.contextmanager
+def _progress(seq_len: int):
+    """A progress bar on stderr for a bound whose computation takes seconds (its time grows as T^2); None
+    (no bar) for a short one."""
+    from uwbench.writer_bounds import work
+
+    total = work(seq_len)
+    if total < LONG_BOUND_STEPS:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=f"random writer's expected bound, T={seq_len}", unit="step", leave=False) as bar:
+        yield bar.update
 
 
 def format_positions(positions: Optional[Sequence[int]]) -> str:
@@ -226,7 +248,7 @@ def _run_contributions(args) -> int:
 
     from uwbench import analysis
     from uwbench.tasks import build_task
-    from uwbench.writer_bounds import schedule_table
+    from uwbench.writer_bounds import check_compresses, schedule_table
 
     task = build_task(args.task, {"seq_len": args.seq_len})
     if args.batch_size < 1:
@@ -259,8 +281,16 @@ def _run_contributions(args) -> int:
         print(f"Theorem 1 lambda: undefined ({exc})")
 
     print()
-    table = schedule_table(args.seq_len, _memory_size(args, probe), fit.lam, _cache_size(args, probe), rule=args.rule)
-    print(format_schedule_table(table))
+    memory_size = _memory_size(args, probe)
+    try:
+        check_compresses(args.seq_len, memory_size)
+    except ValueError as exc:  # the measurement stands; the bound has nothing to say
+        print(f"no bound table: {exc}")
+    else:
+        with _progress(args.seq_len) as progress:
+            table = schedule_table(args.seq_len, memory_size, fit.lam, _cache_size(args, probe), rule=args.rule,
+                                   progress=progress)
+        print(format_schedule_table(table))
 
     title = f"Contributions to h_T: {name} ({state}), {args.task}, T = {args.seq_len}"
     fig = figure_contributions(c, fit, title)
@@ -305,6 +335,9 @@ def _slug(text: str) -> str:
 
 def _save(fig, out: str, filename: str) -> str:
     os.makedirs(out, exist_ok=True)
+    from uwbench import atomic
+
     path = os.path.join(out, filename)
-    fig.savefig(path, dpi=120)
+    with atomic.replacing(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     return path

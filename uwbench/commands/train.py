@@ -76,11 +76,13 @@ def run(args) -> int:
     from uwbench import axes
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.training.config import resolve_run
+    from uwbench.training.loop import check_run
 
     if args.resume:
         return resume(args)
     config = run_config_from_args(args)
     resolved = resolve_run(config)  # validate before anything is recorded
+    check_run(resolved)  # the device exists, the tensors fit: also before the run exists
     tags = {**axes.run_tags(resolved.as_dict()), "git_sha": git_sha(), "role": "single"}
     name = args.run_name or f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{resolved.train.seed}"
     mlrun = Run(args.experiment, run_name=name, tags=tags, uri=args.tracking_uri)
@@ -93,6 +95,7 @@ def resume(args) -> int:
     from uwbench.tracking.mlflow import Run
     from uwbench.training.checkpoint import Checkpoint, stored_config
     from uwbench.training.config import resolve_run
+    from uwbench.training.loop import check_run
 
     config = stored_config(args.resume, args.checkpoint_dir)
     given = [flag for flag in ("task", "model", *FLAG_KEYS) if getattr(args, flag, None) is not None]
@@ -101,6 +104,7 @@ def resume(args) -> int:
         resolved = resolve_run(config)
         # refused here, before the run is re-opened, when it differs from the stored config
         Checkpoint(args.resume, resolved.as_dict(), resolved.train.checkpoint_every, args.checkpoint_dir).load()
+    check_run(resolve_run(config))  # e.g. a checkpoint of a GPU run resumed on a machine without one
     mlrun = Run(args.experiment, uri=args.tracking_uri, run_id=args.resume)
     args.experiment = mlrun.client.get_experiment(mlrun.experiment_id).name
     print(f"resuming MLflow run {args.resume}")

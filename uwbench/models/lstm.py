@@ -19,7 +19,7 @@ from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
 from uwbench.models.controllers import build_controller, compile_step
 from uwbench.models.native import enable
 from uwbench.models.native_cell import run_cells
-from uwbench.registry import MODELS
+from uwbench.registry import CONTROLLERS, MODELS
 
 
 @dataclass
@@ -30,6 +30,7 @@ class LSTMBaselineConfig:
     def __post_init__(self):
         if self.hidden_size < 1:
             raise ValueError(f"`hidden_size >= 1` must hold, got {self.hidden_size}")
+        CONTROLLERS.entry(self.controller)  # an unknown name: the error lists the known ones
 
 
 def run_controller(controller, gx: torch.Tensor, state, lengths=None, start: int = 0, step=None):

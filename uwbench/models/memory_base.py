@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, Tuple
 
 from uwbench.config import Part
-from uwbench.registry import WRITERS
+from uwbench.registry import CONTROLLERS, WRITERS
 from uwbench.writing.base import Writer  # noqa: F401  (the writer contract; its home is uwbench.writing.base)
 
 
@@ -65,6 +65,7 @@ class MANNConfig:
         for rule, ok, value in checks:
             if not ok:
                 raise ValueError(f"`{rule}` must hold, got {value}")
+        CONTROLLERS.entry(self.controller)  # an unknown name: the error lists the known ones
         expected = WRITERS.entry(self.writer).config  # the writer's config dataclass (None: no settings)
         if self.writer_config is None and expected is not None:
             self.writer_config = expected()

@@ -10,6 +10,7 @@ import html
 import os
 from typing import Any, List, Optional
 
+from uwbench import atomic
 from uwbench.report import figures, formats, regime, stats, verdicts
 from uwbench.report.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
                                   Board, Cell, Position, Row)
@@ -254,10 +255,7 @@ def write(board: Board, folder: str, title: str = "Leaderboard") -> List[str]:
     for name, table in (("board.csv", board_table(board)), ("cells.csv", cells_table(board))):
         texts[name] = to_csv_text(table.csv_columns, [dict(zip(table.csv_columns, r)) for r in table.csv_rows])
     for name, text in texts.items():
-        path = os.path.join(folder, name)
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        written.append(path)
+        written.append(atomic.write_text(os.path.join(folder, name), text))
     fig = pareto_figure(board)
     path = os.path.join(folder, "pareto.png")
     if fig is not None:

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
+from uwbench import atomic
+
 FIGURE_SUFFIXES = (".png",)
 _EMBEDDED = re.compile(rb"data:image/png;base64,([A-Za-z0-9+/=]+)")
 
@@ -111,12 +113,13 @@ def folder_differences(expected: str, actual: str, tolerance: Tolerance = FIGURE
 
 
 @contextlib.contextmanager
-def unchanged_kept(root: str, tolerance: Tolerance = FIGURE_TOLERANCE) -> Iterator[List[str]]:
-    """Within the block, report folders under ``root`` may be rewritten; afterwards every figure or HTML
-    page whose new bytes are the same report file as before (by the rule above) gets its old bytes back,
-    so a rebuild of unchanged runs leaves the committed files untouched on any machine. Yields the list
-    of the paths kept, filled in when the block ends."""
-    before = _snapshot(root)
+def unchanged_kept(root: str, tolerance: Tolerance = FIGURE_TOLERANCE,
+                   folders: Optional[List[str]] = None) -> Iterator[List[str]]:
+    """Within the block, report folders under ``root`` (or the report ``folders`` named) may be rewritten;
+    afterwards every figure or HTML page whose new bytes are the same report file as before (by the rule
+    above) gets its old bytes back, so a rebuild of unchanged runs leaves the committed files untouched on
+    any machine. Yields the list of the paths kept, filled in when the block ends."""
+    before = _snapshot(root, folders)
     kept: List[str] = []
     try:
         yield kept
@@ -127,18 +130,16 @@ def unchanged_kept(root: str, tolerance: Tolerance = FIGURE_TOLERANCE) -> Iterat
             except OSError:
                 continue
             if new != old and file_difference(path, old, new, tolerance) is None:
-                with open(path, "wb") as fh:
-                    fh.write(old)
+                atomic.write_bytes(path, old)
                 kept.append(path)
 
 
-def _snapshot(root: str) -> Dict[str, bytes]:
-    """The figures and HTML pages of every report folder directly under ``root``."""
+def _snapshot(root: str, folders: Optional[List[str]] = None) -> Dict[str, bytes]:
+    """The figures and HTML pages of every report folder directly under ``root`` (of ``folders`` when given)."""
     out: Dict[str, bytes] = {}
-    if not os.path.isdir(root):
-        return out
-    for sub in sorted(os.listdir(root)):
-        folder = os.path.join(root, sub)
+    if folders is None:
+        folders = [os.path.join(root, sub) for sub in sorted(os.listdir(root))] if os.path.isdir(root) else []
+    for folder in folders:
         if os.path.isdir(folder):
             for name in _files(folder):
                 if is_figure(name) or name.lower().endswith(".html"):

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from uwbench import axes as run_axes
-from uwbench import metrics, selection
+from uwbench import atomic, metrics, selection
 from uwbench.report.tables import (OK, cap, _isnum, _writer_rank, label_flags, metric_info, model_label,
                                    task_label)
 from uwbench.report.timing import time_reductions
@@ -50,7 +50,8 @@ def _figure(width: float, height: float):
 
 
 def save_png(fig, path: str) -> str:
-    fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
+    with atomic.replacing(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata=PNG_METADATA)
     return path
 
 

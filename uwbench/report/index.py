@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from uwbench import atomic
 from uwbench.report import formats, tables, verdicts
 from uwbench.report import readme_block
 from uwbench.report.readme_block import claim_text
@@ -152,9 +153,6 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
             "loss has not left the guessing level: each report's regime table says which).\n\n"
             + formats.to_markdown(t) + "\n" + untested_section(entries))
-    os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, "README.md")
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    path = atomic.write_text(os.path.join(root, "README.md"), text)
     readme_block.refresh(root, studies_dir)  # the README's results block, from the same files
     return path

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from uwbench import atomic
 from uwbench.report import formats
 from uwbench.report.claims import CLAIMS
 from uwbench.report.compute import cpu_seconds
@@ -184,6 +185,5 @@ def refresh(root: str, studies_dir: str = "studies") -> Optional[str]:
     new = replace_block(text, render(root, studies_dir, os.path.dirname(path)))
     if new == text:
         return None
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(new)
+    atomic.write_text(path, new)
     return path

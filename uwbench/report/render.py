@@ -28,6 +28,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from uwbench import atomic
 from uwbench.report import figures, formats, pareto, protocols, search, tables, timing, verdicts
 from uwbench.report.runs import Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
@@ -57,9 +58,7 @@ def display_path(path: str) -> str:
 
 
 def _write(path: str, text: str, files: List[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    files.append(path)
+    files.append(atomic.write_text(path, text))
 
 
 def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bool = False,

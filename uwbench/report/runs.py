@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from uwbench import axes, metrics
+from uwbench import atomic, axes, metrics
 
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
@@ -68,6 +68,61 @@ CURVE_METRICS = metrics.keys("eval") + ("train_loss", metrics.GRAD_NORM)
 CURVE_COLUMNS = ("run_id", "metric", "step", "value")
 TRACE_COLUMNS = ("cell", "run_id", "array", "row", "col", "value")
 
+# What a snapshot file must hold to be read at all: the columns every version of uwbench wrote (newer axis
+# and metric columns may be missing from an older snapshot and read as empty), and the columns that are
+# numbers wherever they are not empty.
+REQUIRED = {
+    "runs.csv": ID_COLUMNS + metrics.keys("test"),
+    "curves.csv": CURVE_COLUMNS,
+    "traces.csv": TRACE_COLUMNS,
+}
+
+
+def numeric_of(name: str) -> Tuple[str, ...]:
+    """The numeric columns of the snapshot file ``name``."""
+    return {"runs.csv": numeric_columns(), "curves.csv": ("step", "value"),
+            "traces.csv": ("row", "col", "value")}[name]
+
+
+class SnapshotError(ValueError):
+    """A snapshot file cannot be what ``uwbench report`` wrote; the message names the file, the column (and the
+    line) and what to do."""
+
+
+def check_snapshot_text(path: str, text: str) -> None:
+    """Refuse a snapshot file with a required column missing, a line of another width, or a value that is not
+    a number in a numeric column, before anything is computed or written from it (``SnapshotError``)."""
+    name = os.path.basename(path)
+    rows = list(csv.reader(io.StringIO(text)))
+    fix = ("rebuild the report from MLflow (`uwbench report STUDY.yaml`) or restore the file from the report it "
+           "came from")
+    if not rows:
+        if name == "runs.csv":
+            raise SnapshotError(f"{path} is empty: a snapshot has a header line at least; {fix}")
+        return
+    header = rows[0]
+    missing = [c for c in REQUIRED[name] if c not in header]
+    if missing:
+        raise SnapshotError(f"{path} has no column {', '.join(repr(c) for c in missing)} (a {name} snapshot has "
+                            f"{', '.join(REQUIRED[name])}, ...): it is not a snapshot written by uwbench report, or "
+                            f"it was edited; {fix}")
+    numeric = [(i, c) for i, c in enumerate(header) if c in numeric_of(name)]
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise SnapshotError(f"{path}, line {line}: {len(row)} values for {len(header)} columns; {fix}")
+        for i, column in numeric:
+            if row[i] != "" and not _is_number(row[i]):
+                raise SnapshotError(f"{path}, line {line}: column {column!r} holds {row[i]!r}, not a number; "
+                                    f"correct or remove that row, or {fix}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 SORT_KEYS = ("study", "cell", "role", "seed", "trial_number", "run_id")
 FLOAT_FORMAT = ".10g"  # 10 significant digits: parse(format(x)) formats back to the same text
 
@@ -100,9 +155,7 @@ def format_value(value) -> str:
 
 def write_csv(path: str, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
     """Write rows (dicts) as CSV with the stable text form; parent folders are created."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(to_csv_text(columns, rows))
+    atomic.write_text(path, to_csv_text(columns, rows))
 
 
 def to_csv_text(columns: Sequence[str], rows: Iterable[Mapping]) -> str:
@@ -281,7 +334,8 @@ class Snapshot:
 
     @classmethod
     def from_dir(cls, folder: str) -> "Snapshot":
-        """Read ``runs.csv`` (required) and ``curves.csv`` / ``traces.csv`` (optional) from a folder."""
+        """Read ``runs.csv`` (required) and ``curves.csv`` / ``traces.csv`` (optional) from a folder, each
+        checked first (``check_snapshot_text``)."""
         path = os.path.join(folder, "runs.csv")
         if not os.path.exists(path):
             raise FileNotFoundError(f"no runs.csv in {folder}: build the report from MLflow first "
@@ -291,8 +345,14 @@ class Snapshot:
             p = os.path.join(folder, name)
             if not os.path.exists(p):
                 return ""
-            with open(p, encoding="utf-8") as f:
-                return f.read()
+            try:
+                with open(p, encoding="utf-8") as f:
+                    text = f.read()
+            except UnicodeDecodeError as exc:
+                raise SnapshotError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start}): not a snapshot "
+                                    "written by uwbench report") from None
+            check_snapshot_text(p, text)
+            return text
 
         return cls(read("runs.csv"), read("curves.csv"), read("traces.csv"))
 
@@ -301,10 +361,7 @@ class Snapshot:
         written = []
         for name, text in (("runs.csv", self.runs_csv), ("curves.csv", self.curves_csv),
                            ("traces.csv", self.traces_csv)):
-            path = os.path.join(folder, name)
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            written.append(path)
+            written.append(atomic.write_text(os.path.join(folder, name), text))
         return written
 
     def study_ids(self) -> List[str]:

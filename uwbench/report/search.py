@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from uwbench import metrics
+from uwbench import atomic, metrics
 from uwbench.report import formats, search_figures, tables
 from uwbench.report.runs import format_value
 from uwbench.report.study import StudyView
@@ -244,12 +244,12 @@ def default_storage(study_id: str) -> str:
 
 def open_storage(url: Optional[str]):
     """The Optuna storage at ``url`` (``journal:<path>`` or an RDB URL), or None when there is none; a
-    missing journal file is never created."""
+    missing journal file is never created, and a journal is read as it is (a report repairs nothing)."""
     if not url:
         return None
     if url.startswith("journal:") and not os.path.exists(url[len("journal:"):]):
         return None
-    return _sweep_storage().make_storage(url)
+    return _sweep_storage().make_storage(url, repair=False)
 
 
 def trials_from_storage(storage, name: str, run_ids: Sequence[str]) -> Optional[List[SearchTrial]]:
@@ -436,10 +436,8 @@ def write_tables(analysis: SearchAnalysis, folder: str, files: List[str]) -> Non
 
     t = analysis.table
     md = os.path.join(folder, "importance.md")
-    with open(md, "w", encoding="utf-8", newline="") as f:
-        f.write(f"**{t.title}**\n\n" + (formats.to_markdown(t) if t.rows else "no cell has an estimate yet\n"))
+    atomic.write_text(md, f"**{t.title}**\n\n" + (formats.to_markdown(t) if t.rows else "no cell has an estimate yet\n"))
     files.append(md)
     path = os.path.join(folder, "importance.csv")
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
+    atomic.write_text(path, to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
     files.append(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+from uwbench import atomic
 from uwbench.report import figures
 
 FIGURE_SIZE = (7.0, 4.5)
@@ -67,7 +68,8 @@ def save(fig, path: str) -> None:
     import matplotlib.pyplot as plt
 
     try:
-        fig.savefig(path, format="png", dpi=figures.DPI, metadata=figures.PNG_METADATA, bbox_inches="tight",
-                    pad_inches=0.1)
+        with atomic.replacing(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=figures.DPI, metadata=figures.PNG_METADATA, bbox_inches="tight",
+                        pad_inches=0.1)
     finally:
         plt.close(fig)

@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from uwbench import atomic
 from uwbench.report import formats, stats, tables
 from uwbench.report import regime as regime_mod
 from uwbench.report.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
@@ -444,8 +445,7 @@ class Verdicts:
         for name, t in (("verdicts.csv", self.claim_table()), ("orderings.csv", self.ordering_table()),
                         ("regimes.csv", self.regime_table())):
             path = os.path.join(folder, name)
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
+            atomic.write_text(path, to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
             files.append(path)
 
 

@@ -261,6 +261,12 @@ class _Section:
         if fields is None:
             return ""  # a component not registered yet: its keys are not known
         section = self.__dict__["_uw_section"]
+        if name in fields:  # a setting of the component with other parts (another writer's), not of this cell's
+            have = sorted(k for k in self.__dict__ if not k.startswith("_uw_"))
+            raise _UnknownPlaceholder(
+                f"placeholder {{{section}.{name}}} names a setting this group's cells do not have ({section}.{name} "
+                f"belongs to other choices of its parts, e.g. another writer); use it in the group whose cells set "
+                f"it, or one of: " + ", ".join(f"{section}.{k}" for k in have))
         valid = sorted(fields | ({"name"} if section != "train" else set()))
         hint = suggest.hint(name, valid, f" (did you mean {{{{{section}.{{}}}}}}?)")
         raise _UnknownPlaceholder(f"placeholder {{{section}.{name}}} is not a {section} setting{hint}; valid: "

@@ -284,7 +284,10 @@ class StudySpec(Strict):
             _check_faithful(self.search, "search", self.budget, self.final_seeds)
         for name, prof in self.profiles.items():
             if self.mode == "faithful":
-                _check_faithful(prof.search, f"profiles.{name}.search", prof.budget, prof.final_seeds or [])
+                _check_faithful(prof.search, f"profiles.{name}.search", prof.budget, prof.final_seeds,
+                                f"profiles.{name}.final_seeds")
+            elif prof.final_seeds is not None:  # given, so it must be a list of seeds (`[]` is no final runs)
+                _check_seeds(f"profiles.{name}.final_seeds", prof.final_seeds)
             for key in prof.search:
                 if key not in self.search:
                     raise ValueError(f"profiles.{name}.search.{key}: not in the study's search space "
@@ -353,19 +356,27 @@ def _check_objectives(spec: "StudySpec") -> None:
 
 
 def _check_seeds(where: str, seeds: List[int]) -> None:
+    """Every list of seeds, wherever it is given: not empty (no runs), no seed twice (two runs of one job)."""
     if not seeds:
-        raise ValueError(f"{where} must list at least one seed")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{where} has repeated seeds {seeds}")
+        raise ValueError(f"{where} must list at least one seed, got []")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(f"{where} has repeated seeds {seeds} (listed more than once: "
+                         f"{', '.join(map(str, repeated))}); list each seed once")
 
 
-def _check_faithful(search, where, budget, final_seeds) -> None:
+def _check_faithful(search, where, budget, final_seeds: Optional[List[int]],
+                    seeds_where: str = "final_seeds") -> None:
+    """A faithful study (or profile) runs its grid on ``seeds``: choice-only search, no budget, no final
+    seeds (a profile's ``final_seeds`` is None unless written, so even ``[]`` there is refused)."""
     for key, param in search.items():
         if not isinstance(param, ChoiceParam):
             raise ValueError(f"{where}.{key}: mode: faithful runs the paper's grid, so every search entry must "
                              f"be `{{type: choice, values: [...]}}`, got type: {param.type}")
     if budget is not None:
         raise ValueError("budget applies to mode: tuned only (a faithful study runs every grid point x seed)")
-    if final_seeds:
-        raise ValueError("final_seeds applies to mode: tuned only (a faithful study runs its `seeds`)")
+    given = final_seeds if seeds_where == "final_seeds" else final_seeds is not None  # the study's default: []
+    if given:
+        raise ValueError(f"{seeds_where} applies to mode: tuned only (a faithful study runs its `seeds`), got "
+                         f"{final_seeds}")
 

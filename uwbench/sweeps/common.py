@@ -230,6 +230,12 @@ def worker_setup() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def children_filter(plan: Plan, backend: str) -> str:
+    """The MLflow filter of the training runs (not the cell runs) of this run set."""
+    return (f"tags.study = '{plan.id}' and tags.profile = '{plan.profile}' and tags.spec_hash = '{plan.spec_hash}' "
+            f"and tags.backend = '{backend}' and tags.role != 'cell'")
+
+
 def cell_filter(plan: Plan, backend: str, cell_id: Optional[str] = None) -> str:
     f = (f"tags.role = 'cell' and tags.profile = '{plan.profile}' and tags.spec_hash = '{plan.spec_hash}' "
          f"and tags.backend = '{backend}'")
@@ -240,12 +246,28 @@ def cell_filter(plan: Plan, backend: str, cell_id: Optional[str] = None) -> str:
 
 def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> Dict[str, str]:
     """The parent run of every cell (created once per cell, profile, spec hash and backend; re-used when
-    the sweep is resumed)."""
-    from uwbench.config import flatten
-    from uwbench.tracking.mlflow import Run, find_runs, git_sha
+    the sweep is resumed). Should creating them fail, the ones made are ended FAILED."""
+    from uwbench.tracking.mlflow import find_runs
 
     existing = _first_per_cell(find_runs(experiment_id, cell_filter(plan, backend), uri))
     out, created = {}, []
+    try:
+        _create_cell_runs(plan, experiment_id, uri, backend, existing, out, created)
+    except BaseException as exc:  # none of the runs made here is left RUNNING
+        fail_cell_runs({str(i): r for i, r in enumerate(created)}, uri, f"{type(exc).__name__}: {exc}")
+        raise
+    if created:  # another machine may have created the same cell runs at the same moment: one survives
+        out = _settle_cell_runs(plan, experiment_id, uri, backend, out, created)
+    return out
+
+
+def _create_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str, existing, out: Dict[str, str],
+                      created: List[str]) -> None:
+    """Fill ``out`` (cell id -> run id) with the existing parent runs and new ones (their ids also in
+    ``created``)."""
+    from uwbench.config import flatten
+    from uwbench.tracking.mlflow import Run, git_sha
+
     for cell in plan.cells:
         if cell.id in existing:
             out[cell.id] = existing[cell.id]["run_id"]  # re-opened (RUNNING) by mark_running when work starts
@@ -264,12 +286,9 @@ def ensure_cell_runs(plan: Plan, experiment_id: str, uri: str, backend: str) -> 
                 tags["paper_value"] = cell.paper
                 tags["paper_unit"] = plan.spec.paper.unit
             run = Run(plan.id, run_name=cell.id, tags=tags, uri=uri, experiment_id=experiment_id)
-            run.log_params(flatten(cell.config))
             created.append(run.run_id)
+            run.log_params(flatten(cell.config))
         out[cell.id] = run.run_id
-    if created:  # another machine may have created the same cell runs at the same moment: one survives
-        out = _settle_cell_runs(plan, experiment_id, uri, backend, out, created)
-    return out
 
 
 def _first_per_cell(records) -> Dict[str, Dict[str, Any]]:
@@ -369,10 +388,26 @@ def cell_result(plan: Plan, rows: List[Record]):
     return choice.params, choice.tests
 
 
+def fail_cell_runs(cell_runs: Mapping[str, str], uri: str, error: str) -> None:
+    """End the cell runs FAILED with ``error`` as a tag, when no summary can be written (the engine's state
+    cannot be read). Best effort: a store that cannot be written leaves the caller's error to be seen."""
+    from uwbench.tracking.mlflow import client
+
+    try:
+        c = client(uri)
+        for run_id in cell_runs.values():
+            c.set_tag(run_id, "status", "interrupted")
+            c.set_tag(run_id, "error", error[:5000])
+            c.set_terminated(run_id, status="FAILED")
+    except Exception:  # noqa: BLE001 - the original error matters more than this one
+        pass
+
+
 def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str], records: List[Record],
-                    uri: str, finished_cells: Iterable[str]) -> None:
+                    uri: str, finished_cells: Iterable[str], error: Optional[str] = None) -> None:
     """Write each cell's summary (counts, chosen params, final mean and std) to its parent run and end it:
-    FINISHED when all its runs ended, KILLED when the sweep stopped before."""
+    FINISHED when all its runs ended, else KILLED when the sweep was interrupted, or FAILED with ``error`` as
+    a tag when the sweep stopped on that error."""
     from uwbench.tracking.mlflow import Run
 
     finished_cells = set(finished_cells)
@@ -403,10 +438,12 @@ def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str]
             metrics_[f"{final}_mean"] = statistics.fmean(finals)
             metrics_[f"{final}_std"] = statistics.stdev(finals) if len(finals) > 1 else 0.0
             metrics_["n_final"] = len(finals)
+        if error is not None and cell.id not in finished_cells:
+            tags["error"] = error[:5000]
         run.set_tags(tags)
         if metrics_:
             run.log_metrics(metrics_, 0)
-        run.end("FINISHED" if cell.id in finished_cells else "KILLED")
+        run.end("FINISHED" if cell.id in finished_cells else "KILLED" if error is None else "FAILED")
 
 
 def setup_tracking(plan: Plan, uri: Optional[str], experiment: Optional[str], backend: str):

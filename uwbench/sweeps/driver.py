@@ -20,11 +20,18 @@ The backend protocol (``uwbench.sweeps.backends``; a backend holds only what is 
         def open(self, ctx) -> str: ...            # set up the engine's state; returns where it lives
         def recover(self) -> int: ...              # resolve runs this machine left unfinished; how many
         def records(self) -> (records, running): ...  # ended runs (``common.Record``), runs under way
+        def recorded_in(self) -> Optional[str]: ...  # the MLflow store its state says the runs went to
         def run(self, tick) -> None: ...           # run until ``tick()`` returns True (study complete)
         def close(self) -> None: ...               # release engine resources (always called)
 
 ``records`` counts the runs of every machine sharing the study, so the study is complete (and each
 machine's sweep ends) only when the last planned run anywhere has ended.
+
+No cell run is left RUNNING: once they exist, a sweep that stops for any reason ends them (``_end_cells``):
+interrupted, the cells not complete are KILLED (re-run the command to resume); failed, they are FAILED
+with the error as a tag. An engine whose state records ended runs that the MLflow store does not hold (a
+new ``--tracking-uri`` with the default storage) is an error that says which store to point at, or how to
+run the study again (``_unrecorded``).
 """
 from __future__ import annotations
 
@@ -44,6 +51,45 @@ from uwbench.sweeps.planning import CHECKPOINT_DIR_ENV, Context, Options, comple
 
 def _counts(records: List[common.Record]) -> Dict[str, int]:
     return {s: sum(r.status == s for r in records) for s in common.TERMINAL}
+
+
+class StoresDisagree(common.SweepError):
+    """The engine's storage records ended runs of the study; the MLflow store holds none of them."""
+
+
+def _unrecorded(plan: Plan, engine, experiment_id: str, uri: str, records: List[common.Record],
+                where: str) -> Optional[str]:
+    """What to do when the engine's state holds ended runs and the MLflow store none of this run set (None
+    when they agree): their report would be empty, and a resumed sweep would add runs the store has no
+    history for."""
+    from uwbench.tracking.mlflow import find_runs
+
+    trained = [r for r in records if r.status in ("finished", "pruned")]  # a failed one may have no run at all
+    if not trained or find_runs(experiment_id, common.children_filter(plan, engine.name), uri, max_results=1):
+        return None
+    recorded = engine.recorded_in()
+    there = f" ({recorded})" if recorded and recorded != uri else ""
+    return (f"{where} records {len(trained)} trained run(s) of study {plan.id} (profile {plan.profile}, spec hash "
+            f"{plan.spec_hash}) but the MLflow store {uri} holds none of them. Point --tracking-uri at the store "
+            f"the sweep recorded them in{there}; or, to run the study again into this store, give a new Optuna "
+            "storage (--storage PATH.journal)")
+
+
+def _end_cells(exc: BaseException, plan: Plan, engine, experiment_id: str, cell_runs, uri: str) -> None:
+    """End the cell runs of a sweep stopped by ``exc``: with their summary where the engine can still be read
+    (the complete cells FINISHED, the others KILLED when interrupted, FAILED with the error otherwise), all
+    FAILED with the error where it cannot or where the stores disagree."""
+    from uwbench.errors import one_line
+
+    error = None if isinstance(exc, KeyboardInterrupt) else one_line(exc)[0]
+    try:
+        records = None if isinstance(exc, StoresDisagree) else engine.records()[0]
+    except Exception:  # noqa: BLE001 - the engine's state is unreadable: no summary to write
+        records = None
+    if records is None:
+        common.fail_cell_runs(cell_runs, uri, error or "interrupted")
+        return
+    common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records), error=error)
 
 
 def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experiment: Optional[str] = None,
@@ -72,6 +118,11 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
                 f"{len(plan.cells)} cells, {planned} runs planned, {len(records)} recorded"
                 + (f", {recovered} interrupted run(s) recovered" if recovered else ""))
             out(f"  MLflow {uri} (experiment {experiment or plan.id!r}); {where}")
+            disagree = _unrecorded(plan, engine, experiment_id, uri, records, where)
+            if disagree and complete(plan, records):
+                raise StoresDisagree(disagree)
+            if disagree:
+                out(f"note: {disagree}")
             if complete(plan, records):
                 out("nothing to do: every planned run is recorded")
                 out(display.summary(plan, records))
@@ -93,14 +144,14 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
                 bar.close()
             records, _ = engine.records()
         except BaseException as exc:
-            try:
-                records, _ = engine.records()
-            except Exception:  # the engine's state is unreadable: leave the cell runs as they are
-                raise exc from None
-            common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records))
+            _end_cells(exc, plan, engine, experiment_id, cell_runs, uri)
             if isinstance(exc, KeyboardInterrupt):
-                out(f"interrupted: {len(records)} of {planned_total(plan, records)} runs recorded; re-run the same "
-                    "command to resume")
+                try:
+                    records, _ = engine.records()
+                    out(f"interrupted: {len(records)} of {planned_total(plan, records)} runs recorded; re-run the "
+                        "same command to resume")
+                except Exception:  # noqa: BLE001 - the engine's state is unreadable
+                    out("interrupted; re-run the same command to resume")
             raise
         finally:
             engine.close()

@@ -7,6 +7,11 @@ processes and in Ray trial actors. Default store: ``sqlite:///<runs>/mlflow.db``
 
 A training run also records its provenance (``provenance.py``: commit, dirty flag and diff, versions,
 machine, packages) and, unless switched off, system metrics (``SystemMetrics``: MLflow's own monitor).
+
+A store is opened once per process (``resolve_uri``) and checked then, so that what cannot work is one line
+naming it (``TrackingError``) before any run exists: an ``http(s)://`` server must accept a connection within
+``UWBENCH_CONNECT_TIMEOUT`` seconds (a "connecting to ..." line says so while it waits); a local SQLite file
+must be creatable and readable as an MLflow database; any other URI must answer one query.
 """
 from __future__ import annotations
 
@@ -14,13 +19,16 @@ import functools
 import json
 import logging
 import os
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
 from typing import Any, Dict, Mapping, Optional
+from urllib.parse import urlsplit
 
-from uwbench import env
+from uwbench import env, errors
 
 env.apply()
 warnings.filterwarnings("ignore", message=".*noload.*")  # SQLAlchemy 2.1 deprecation noise
@@ -38,23 +46,101 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{os.path.join(env.runs_dir(), 'mlflow.db')}"
 
 
-_READY_STORES = set()  # local sqlite stores this process has created or migrated under the lock
+class TrackingError(ValueError):
+    """The MLflow store cannot be used; the message names it and says what to do."""
+
+
+_READY_STORES = set()  # the stores this process has opened and checked (``resolve_uri``)
+DAMAGED = ("database disk image is malformed", "file is not a database", "malformed database schema")
+STORE_FIX = "point --tracking-uri at another store (a new sqlite:///PATH.db starts an empty one)"
 
 
 def resolve_uri(uri: Optional[str]) -> str:
-    """The tracking URI made absolute; a local sqlite store is created (or migrated) on first use, under a
-    file lock, so that processes starting at once on a fresh file do not race on the schema."""
+    """The tracking URI made absolute, its store opened and checked once per process (``_open_store``): a
+    local sqlite store is created (or migrated) on first use, under a file lock, so that processes starting
+    at once on a fresh file do not race on the schema; a server must answer."""
     uri = uri or default_tracking_uri()
     if uri.startswith("sqlite:///"):
         path = uri[len("sqlite:///") :]
         if path and not path.startswith("/"):  # make relative sqlite paths absolute (cwd-independent)
             path = os.path.abspath(path)
             uri = f"sqlite:///{path}"
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        if uri not in _READY_STORES:
-            _prepare_sqlite_store(uri, path)
-            _READY_STORES.add(uri)
+    if uri not in _READY_STORES:
+        _open_store(uri)
+        _READY_STORES.add(uri)
     return uri
+
+
+def _open_store(uri: str) -> None:
+    """Check that the store at ``uri`` can be used, or raise a ``TrackingError`` that says why and what to do."""
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :]
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            _prepare_sqlite_store(uri, path)
+        except Exception as exc:  # noqa: BLE001 - an OS error, MLflow's, SQLAlchemy's: all mean this file
+            raise TrackingError(f"cannot use the MLflow store {path}: {_reason(exc)}; {_sqlite_fix(exc)}") from None
+        return
+    if urlsplit(uri).scheme in ("http", "https"):
+        _reach_server(uri)
+        return
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as exc:  # noqa: BLE001 - an unknown scheme, a store MLflow refuses
+        raise TrackingError(f"cannot use the MLflow tracking URI {uri!r}: {_reason(exc)}; give --tracking-uri "
+                            "sqlite:///PATH.db (a local file) or http://HOST:PORT (an `mlflow server`)") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an error's message (its cause's, for SQLAlchemy's wrapped driver errors)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return errors.first_sentence(str(getattr(exc, "orig", None) or exc)) or type(exc).__name__
+
+
+def _sqlite_fix(exc: BaseException) -> str:
+    text = str(exc)
+    if any(d in text for d in DAMAGED):
+        return f"the file is damaged or is not an MLflow database: restore it from a backup, or {STORE_FIX}"
+    return f"check that its folder exists and that this user may write there, or {STORE_FIX}"
+
+
+def _reach_server(uri: str) -> None:
+    """Wait at most ``UWBENCH_CONNECT_TIMEOUT`` seconds for the server at ``uri`` to accept a connection (MLflow's
+    own client retries for minutes, silently), saying so on stderr while it waits."""
+    parts = urlsplit(uri)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    timeout = env.connect_timeout()
+    print(f"connecting to the MLflow server {uri} (at most {timeout:g} s; {env.CONNECT_TIMEOUT_ENV} sets it)",
+          file=sys.stderr, flush=True)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise TrackingError(f"cannot reach the MLflow server {uri} ({why} within {timeout:g} s): start it "
+                            "(`mlflow server --host 127.0.0.1 --port PORT`), fix --tracking-uri, or wait longer with "
+                            f"{env.CONNECT_TIMEOUT_ENV}=SECONDS") from None
+
+
+# What SQLite says of a file it cannot use after it was opened, and the fix (``_store_condition``).
+STORE_CONDITIONS = (
+    (DAMAGED, "a database file is damaged", f"restore it from a backup, or {STORE_FIX}"),
+    (("attempt to write a readonly database",), "a database file cannot be written",
+     f"give this user write access to it and its folder, or {STORE_FIX}"),
+)
+
+
+@errors.known
+def _store_condition(exc: BaseException) -> Optional[str]:
+    """A store found damaged or read-only after it was opened (a page no earlier query read, the first
+    write): SQLite's error names no file, so the message names the SQLite stores this process uses."""
+    text = str(exc)
+    for signs, what, fix in STORE_CONDITIONS:
+        if any(s in text for s in signs):
+            stores = sorted(u[len("sqlite:///") :] for u in _READY_STORES if u.startswith("sqlite:///"))
+            where = f"; the MLflow store of this command is {', '.join(stores)}" if stores else ""
+            return f"{what} ({errors.first_sentence(text)}){where}: {fix}"
+    return None
 
 
 def _prepare_sqlite_store(uri: str, path: str) -> None:
@@ -220,6 +306,11 @@ class Run:
             writer(path)
             self.log_file(path, artifact_dir)
 
+    @property
+    def ended(self) -> bool:
+        """Whether this object has ended the run (``end``)."""
+        return self._ended
+
     def end(self, status: str = "FINISHED") -> None:
         if not self._ended:
             if self._monitor is not None:
@@ -332,16 +423,19 @@ def run_record(run) -> Dict[str, Any]:
     }
 
 
-def find_runs(experiment_id: str, filter_string: str = "", uri: Optional[str] = None):
-    """Active runs of one experiment matching ``filter_string`` (MLflow search syntax), as dicts."""
+def find_runs(experiment_id: str, filter_string: str = "", uri: Optional[str] = None,
+              max_results: Optional[int] = None):
+    """Active runs of one experiment matching ``filter_string`` (MLflow search syntax), as dicts; at most
+    ``max_results`` of them when given."""
     c = MlflowClient(tracking_uri=resolve_uri(uri))
     out, token = [], None
     while True:
-        page = c.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
+        page = c.search_runs([experiment_id], filter_string=filter_string, max_results=min(1000, max_results or 1000),
+                             page_token=token)
         out.extend(run_record(r) for r in page)
         token = page.token
-        if not token:
-            return out
+        if not token or (max_results is not None and len(out) >= max_results):
+            return out[:max_results] if max_results is not None else out
 
 
 def get_run(run_id: str, uri: Optional[str] = None) -> Optional[Dict[str, Any]]:

@@ -6,11 +6,18 @@ the dict MLflow records describes the run completely.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Literal, Mapping, Optional, Union
 
 from uwbench.config import SECTIONS, ConfigError, as_dict, build
 from uwbench.registry import MODELS, TASKS
+
+
+DEVICE_FORMS = "cpu, cuda, cuda:N or auto"
+DEVICE_PATTERN = re.compile(r"^(cpu|auto|cuda(:\d+)?)$")
+FLOAT32_MAX = 3.4028234663852886e38  # the largest step a float32 parameter can take (torch.finfo(torch.float32).max)
 
 
 @dataclass
@@ -61,6 +68,17 @@ class TrainConfig:
         for rule, ok, value in checks:
             if not ok:
                 raise ValueError(f"`{rule}` must hold, got {value}")
+        self._check_finite()
+        if not isinstance(self.device, str) or not DEVICE_PATTERN.match(self.device):
+            raise ValueError(f"`device` must be {DEVICE_FORMS}, got {self.device!r}")
+
+    def _check_finite(self) -> None:
+        """lr and clip are finite (``inf`` is refused like ``nan``); lr fits a float32 step."""
+        if not self.lr <= FLOAT32_MAX:
+            raise ValueError(f"`lr <= {FLOAT32_MAX:.4g}` must hold (a finite step a float32 parameter can take), "
+                             f"got {self.lr}")
+        if not math.isfinite(self.clip):
+            raise ValueError(f"`clip` must be finite, got {self.clip}; for no clipping set train.clip_mode=none")
 
 
 @dataclass

@@ -41,7 +41,7 @@ import torch
 
 from uwbench import env, metrics
 from uwbench.models.cuda_graph import GraphedTraining
-from uwbench.training import record, timing
+from uwbench.training import record, sizes, timing
 from uwbench.training.checkpoint import Checkpoint, capture_rng, restore_rng
 from uwbench.training.config import ResolvedRun, resolve_run
 
@@ -84,11 +84,25 @@ class RunResult:
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device of ``train.device`` (its forms are checked by ``TrainConfig``): ``auto`` is a GPU when
+    there is one; a GPU asked for must exist."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} asked for, but this machine has no CUDA GPU; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r} asked for, but this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+                         f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}); use one of those or --device cuda")
+    return device
+
+
+def check_run(resolved: ResolvedRun) -> torch.device:
+    """What can be known to fail before a run is recorded or a tensor allocated: the device exists and the
+    run's tensors fit in its memory (``sizes.check_fits``). Returns the device. ``uwbench train`` calls it
+    before it creates the MLflow run; ``train`` calls it again for every caller."""
+    device = resolve_device(resolved.train.device)
+    sizes.check_fits(resolved, device)
     return device
 
 
@@ -245,23 +259,28 @@ def train(
     ``uwbench.env.checkpoint_dir()``) every ``train.checkpoint_every`` evaluations, and a run whose
     checkpoint exists is resumed from it (``uwbench.training.checkpoint``). ``system_metrics``: log CPU,
     memory and GPU use to the run (None: ``uwbench.env.system_metrics()``, on unless switched off)."""
-    resolved = resolve_run(config)
-    tc = resolved.train
-    device = resolve_device(tc.device)
-    ckpt = None
-    if run is not None:
-        ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, checkpoint_dir)
-    saved = ckpt.load() if ckpt is not None else None  # refuses another config before anything is recorded
-    if run is not None and (env.system_metrics() if system_metrics is None else system_metrics):
-        run.start_system_metrics()
-    threads = resolve_threads(tc.threads, device)
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
     try:
-        return _Trainer(resolved, device, run, report, ckpt, saved).train(progress, progress_desc)
-    finally:
-        torch.set_num_threads(previous_threads)
+        resolved = resolve_run(config)
+        tc = resolved.train
+        device = check_run(resolved)
+        ckpt = None
+        if run is not None:
+            ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, checkpoint_dir)
+        saved = ckpt.load() if ckpt is not None else None  # refuses another config before anything is recorded
+        if run is not None and (env.system_metrics() if system_metrics is None else system_metrics):
+            run.start_system_metrics()
+        threads = resolve_threads(tc.threads, device)
+        previous_threads = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        try:
+            return _Trainer(resolved, device, run, report, ckpt, saved).train(progress, progress_desc)
+        finally:
+            torch.set_num_threads(previous_threads)
+    except BaseException as exc:  # never leave the run RUNNING: whatever failed is recorded on it
+        if run is not None:
+            record.fail(run, exc)
+        raise
 
 
 @dataclass

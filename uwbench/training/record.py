@@ -64,6 +64,21 @@ def log_final(run, keys: MetricKeys, result, counters, best_state) -> None:
     run.log_bytes(lambda p: torch.save(best_state, p), "best.pt", "checkpoint")
 
 
+def fail(run, exc: BaseException) -> None:
+    """End a run the trainer has not ended (an error before or outside the loop: a model that cannot be
+    built, a checkpoint that cannot be read): status ``failed`` and the error as tags, MLflow status FAILED
+    (KILLED when interrupted). A run already ended keeps its status; a store that cannot be written to
+    any more is left as it is (its error is the one the caller sees)."""
+    if run is None or getattr(run, "ended", False):
+        return
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    try:
+        run.set_tags({"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:5000]})
+        run.end("KILLED" if interrupted else "FAILED")
+    except Exception:  # noqa: BLE001 - the original error matters more than this one
+        pass
+
+
 def finish(run, result, status: str) -> None:
     """End the run (``FINISHED``, ``FAILED``, ``KILLED``) with the result's status and error as tags."""
     if run is None:

@@ -46,7 +46,7 @@ from uwbench.spec import Plan
 from uwbench.sweeps import common, planning
 from uwbench.sweeps.backends.optuna_studies import Settings, Studies, open_storage
 from uwbench.sweeps.backends.optuna_worker import POLL_S, TrialRunner, say, worker_main
-from uwbench.sweeps.storage import storage_url
+from uwbench.sweeps.storage import make_storage, storage_url
 
 
 class Backend:
@@ -66,6 +66,7 @@ class Backend:
         self.workers = workers
         self.devices = planning.worker_devices(max(1, workers), planning.gpu_ids(), options.gpus_per_trial)
         self.studies: Optional[Studies] = None
+        make_storage(storage_url(plan, options.storage))  # refused, or a torn journal repaired, before any run exists
 
     note = staticmethod(say)
 
@@ -83,6 +84,9 @@ class Backend:
 
     def records(self):
         return self.studies.records()
+
+    def recorded_in(self) -> Optional[str]:
+        return self.studies.recorded_in()
 
     def _housekeeping(self, state: Dict[str, float]) -> None:
         self.studies.enqueue()

@@ -17,6 +17,7 @@ from uwbench.sweeps.storage import is_journal, make_storage, study_name
 
 STATE_NAMES = {"COMPLETE": "finished", "PRUNED": "pruned", "FAIL": "failed"}
 DUPLICATE = "duplicate"
+MLFLOW_URI_ATTR = "mlflow_uri"  # a study's user attr: the MLflow store its runs are recorded in
 
 
 def phases(plan: Plan) -> Tuple[str, ...]:
@@ -107,10 +108,21 @@ class Studies:
                 if create:
                     study = optuna.create_study(study_name=name, storage=storage, load_if_exists=True,
                                                 **directions(self.plan))
+                    if MLFLOW_URI_ATTR not in study.user_attrs and not study.get_trials(deepcopy=False):
+                        study.set_user_attr(MLFLOW_URI_ATTR, s.ctx.uri)  # a new study: its runs go there
                 else:
                     study = optuna.load_study(study_name=name, storage=storage)
                 self.studies[(cell.id, phase)] = study
         self.ids = {k: storage.get_study_id_from_name(st.study_name) for k, st in self.studies.items()}
+
+    def recorded_in(self) -> Optional[str]:
+        """The MLflow store the studies' runs were recorded in, as their first sweep noted it (None for
+        studies made before it was noted)."""
+        for study in self.studies.values():
+            uri = study.user_attrs.get(MLFLOW_URI_ATTR)
+            if uri:
+                return uri
+        return None
 
     def trials(self, cell_id: str, phase: str, states=None):
         return self.storage.get_all_trials(self.ids[(cell_id, phase)], deepcopy=False, states=states)

@@ -419,6 +419,10 @@ class Backend:
         self.running = 0
         self.retries = 0
         self.ctx: Optional[planning.Context] = None
+        if plan.mode == "tuned":  # the searchers' storage: refused (or a torn journal repaired) before any run exists
+            from uwbench.sweeps.storage import make_storage, storage_url
+
+            make_storage(storage_url(plan, options.storage))
         _prepare_env(options.ray_address)
 
     @staticmethod
@@ -449,6 +453,10 @@ class Backend:
 
     def records(self):
         return _records(self.plan, self.ctx.experiment_id, self.ctx.uri), self.running
+
+    def recorded_in(self) -> Optional[str]:
+        """Its records are MLflow's own: they never disagree with the store."""
+        return None
 
     def run(self, tick) -> None:
         from uwbench.env import runs_dir
