@@ -208,3 +208,23 @@ def test_tuned_report_has_the_search_section(journal, tmp_path):
     before = {n: (folder / n).read_bytes() for n in os.listdir(folder)}
     render.build_report(view, runs.Snapshot.from_dir(str(folder)), str(folder))
     assert {n: (folder / n).read_bytes() for n in os.listdir(folder)} == before
+
+
+def test_the_study_files_space_is_kept_when_only_an_unsearched_setting_changed():
+    """Runs made at an older spec hash (the study file gained a fixed setting since) are analysed over the
+    profile's space when it holds every value they took; a value outside it falls back to an inferred space."""
+    from uwbench.spec import load_plan
+
+    plan = load_plan(os.path.join("studies", "pareto_copy.yaml"), "cpu")
+    names = sorted(plan.search)
+    inside = [search.SearchTrial(i, {n: _inside(plan.search[n]) for n in names}, 0.5) for i in range(3)]
+    kept = search.distributions_for([plan], "0ld0ld0ld0ld", inside, "cpu")
+    assert kept == search.distributions_for([plan], plan.spec_hash, inside)  # the file's own space
+    assert search.distributions_for([plan], "0ld0ld0ld0ld", inside, "paper") == search.infer_distributions(inside)
+    outside = inside + [search.SearchTrial(9, {**inside[0].params, names[0]: 1e9}, 0.5)]
+    assert search.distributions_for([plan], "0ld0ld0ld0ld", outside, "cpu") == search.infer_distributions(outside)
+
+
+def _inside(param):
+    values = getattr(param, "values", None)
+    return values[0] if values else param.low

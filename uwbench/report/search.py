@@ -163,14 +163,37 @@ def objective_of(study: StudyView, plans: Sequence = ()) -> Objective:
     return Objective(column=best_eval.key, name=objective.key, direction=objective.direction)
 
 
-def distributions_for(plans: Sequence, spec_hash: str, trials: Sequence[SearchTrial]) -> Dict[str, Any]:
-    """The search space at the runs' spec hash (the study file's), else one inferred from the values."""
+def distributions_for(plans: Sequence, spec_hash: str, trials: Sequence[SearchTrial],
+                      profile: str = "") -> Dict[str, Any]:
+    """The search space at the runs' spec hash (the study file's); else, when the study file changed in a
+    setting that is not searched, its profile's space if that space holds every value the trials took (so
+    a new fixed setting does not change the analysis of the old runs); else one inferred from the values."""
     from uwbench.sweeps import space
 
     for plan in plans:
         if plan.spec_hash == spec_hash and plan.search:
             return space.distributions(plan.search)
+    for plan in plans:
+        if profile and plan.profile == profile and plan.search:
+            dists = space.distributions(plan.search)
+            if _holds(dists, trials):
+                return dists
     return infer_distributions(trials)
+
+
+def _holds(dists: Dict[str, Any], trials: Sequence[SearchTrial]) -> bool:
+    """Whether every trial's params are exactly the space's names and each value lies in its distribution."""
+    for t in trials:
+        if set(t.params) != set(dists):
+            return False
+        for name, value in t.params.items():
+            d = dists[name]
+            if hasattr(d, "choices"):
+                if value not in d.choices:
+                    return False
+            elif not (isinstance(value, (int, float)) and d.low <= value <= d.high):
+                return False
+    return True
 
 
 def infer_distributions(trials: Sequence[SearchTrial]) -> Dict[str, Any]:
@@ -352,7 +375,8 @@ def analyse(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, folder:
             entry.source = "runs"
         entry.n_finished = len(trials)
         spec_hash = str(rows.iloc[0]["spec_hash"]) if len(rows) else ""
-        _analyse_cell(entry, trials, distributions_for(plans, spec_hash, trials), objective, folder, files)
+        profile = str(rows.iloc[0]["profile"]) if len(rows) else ""
+        _analyse_cell(entry, trials, distributions_for(plans, spec_hash, trials, profile), objective, folder, files)
     if log is not None and store is not None:
         log(f"{study.id}: search analysis of {from_storage}/{len(cells)} cells from the Optuna storage {storage}")
     analysis = SearchAnalysis(objective=objective, cells=cells, table=importance_table(cells))
