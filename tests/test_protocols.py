@@ -91,3 +91,18 @@ def test_without_protocols_there_is_no_table(tmp_path):
     render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
     assert not (tmp_path / "r" / "protocols.md").exists()
     assert protocols.protocol_text(snap.runs) == ""  # the fixture predates the protocol columns
+
+
+def test_a_report_still_showing_the_other_run_set_says_so_instead_of_comparing_it_with_itself(tmp_path):
+    folder = tmp_path / "fixture_copy"
+    other = folder / "decoder_writes"
+    other.mkdir(parents=True)
+    base = pd.read_csv(os.path.join(FIXTURE, "runs.csv"), dtype=str, keep_default_na=False)
+    base["test_accuracy"] = pd.to_numeric(base["test_accuracy"], errors="coerce")
+    _with_protocol(base, writes=True).to_csv(other / "runs.csv", index=False)
+    snap = runs.Snapshot.from_dir(str(other))  # the report's own runs are the other set's
+    render.build_report(_view(), snap, str(folder))
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "**Protocols side by side.** This report's runs are the run set 'decoder writes'" in text
+    assert "decoder_write=true" in text and "read-only decoder, has no runs in this snapshot yet" in text
+    assert not (folder / "protocols.csv").exists()

@@ -88,7 +88,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
     prot = protocols.table(study, protocols.RunSet(study.protocol_label, runs, snap.curves),
                            protocols.load_others(study, folder))
-    if prot is not None:
+    if prot is not None and prot.columns:
         _write(os.path.join(folder, "protocols.md"), formats.to_markdown(prot), files)
         _write(os.path.join(folder, "protocols.csv"), to_csv_text(*_csv_args(prot)), files)
     searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
@@ -347,9 +347,11 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [f"_Paper values: {study.paper_notes}_", ""]
     if study.stand_ins():
         lines += [f"_Renamed cells: {study.stand_ins()}._", ""]
-    if prot is not None:
+    if prot is not None and prot.columns:
         lines += [f"**{prot.title}**", "", formats.to_markdown(prot).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in prot.notes] + ["", "CSV: [`protocols.csv`](protocols.csv)", ""]
+    elif prot is not None:
+        lines += [f"**{prot.title}.** " + " ".join(prot.notes), ""]
     lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
               "LaTeX: [`accuracy.tex`](accuracy.tex))", "", formats.to_markdown(cells).rstrip("\n"), ""]
     if ttable is not None:
@@ -412,7 +414,8 @@ def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder
     if study.stand_ins():
         parts.append(f"<p><i>Renamed cells: {esc(study.stand_ins())}.</i></p>\n")
     if prot is not None:
-        parts.append(formats.to_html(prot) + "".join(f"<p><i>{esc(n)}</i></p>\n" for n in prot.notes))
+        parts.append((formats.to_html(prot) if prot.columns else "")
+                     + "".join(f"<p><i>{esc(n)}</i></p>\n" for n in prot.notes))
     if ttable is not None:
         parts.append("<h2>Time</h2>\n" + formats.to_html(ttable))
     if verdict is not None:
