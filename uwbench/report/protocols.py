@@ -72,12 +72,12 @@ def table(study: StudyView, own: RunSet, others: List[RunSet]) -> Optional[forma
     mine = set(own.runs["run_id"].astype(str)) if len(own.runs) else set()
     for other in others:
         if mine and mine == set(other.runs["run_id"].astype(str)):
-            return formats.Table(
-                title="Protocols side by side", columns=[], rows=[],
-                notes=[f"This report's runs are the run set {other.label!r} ({protocol_text(other.runs) or 'protocol not '
-                       f'recorded'}; snapshot `{other.source}/runs.csv`): the study's own protocol, "
-                       f"{own.label or 'its label'}, has no runs in this snapshot yet, so there is nothing to put "
-                       "beside them. The report is rebuilt from the study's own runs when they are recorded."])
+            recorded = protocol_text(other.runs) or "protocol not recorded"
+            note = (f"This report's runs are the run set {other.label!r} ({recorded}; snapshot "
+                    f"`{other.source}/runs.csv`): the study's own protocol, {own.label or 'its label'}, has no runs "
+                    "in this snapshot yet, so there is nothing to put beside them. The report is rebuilt from the "
+                    "study's own runs when they are recorded.")
+            return formats.Table(title="Protocols side by side", columns=[], rows=[], notes=[note])
     info = tables.metric_info(study.metric)
     dec = info["decimals"]
     sets = [own] + others
