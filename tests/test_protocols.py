@@ -24,8 +24,9 @@ def _view(with_protocols=True):
     return study.from_mapping(data, "studies/fixture_copy.yaml")
 
 
-def _with_protocol(frame: pd.DataFrame, writes: bool, shift: float = 0.0) -> pd.DataFrame:
+def _with_protocol(frame: pd.DataFrame, writes: bool, shift: float = 0.0, prefix: str = "") -> pd.DataFrame:
     out = frame.copy()
+    out["run_id"] = prefix + out["run_id"]  # another run set: other runs
     memory = out["model"].isin(["dnc", "ntm"])
     out["decoder_write"] = ["true" if writes else "false" if m else "" for m in memory]
     out["clip_mode"] = "per_tensor"
@@ -40,14 +41,15 @@ def report(tmp_path):
     folder = tmp_path / "fixture_copy"
     other = folder / "decoder_writes"
     other.mkdir(parents=True)
-    _with_protocol(base, writes=True, shift=0.2).to_csv(other / "runs.csv", index=False)
+    _with_protocol(base, writes=True, shift=0.2, prefix="w").to_csv(other / "runs.csv", index=False)
     own = tmp_path / "own"
     own.mkdir()
     _with_protocol(base, writes=False).to_csv(own / "runs.csv", index=False)
     with open(os.path.join(FIXTURE, "curves.csv"), encoding="utf-8") as f:
         curves = f.read()
-    for d in (other, own):
-        (d / "curves.csv").write_text(curves, encoding="utf-8")
+    (own / "curves.csv").write_text(curves, encoding="utf-8")
+    lines = curves.splitlines(keepends=True)
+    (other / "curves.csv").write_text(lines[0] + "".join("w" + line for line in lines[1:]), encoding="utf-8")
     snap = runs.Snapshot.from_dir(str(own))
     return render.build_report(_view(), snap, str(folder)), folder
 
