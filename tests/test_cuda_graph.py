@@ -90,14 +90,16 @@ def test_the_wrapper_runs_the_eager_model_where_it_does_not_replay():
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("decoder_write", (True, False))
 @pytest.mark.parametrize("writer", ("regular", "uniform", "cached_uniform", "random"))
 @pytest.mark.parametrize("model_name", ("dnc", "ntm"))
-def test_replayed_sequence_equals_eager_on_cuda(model_name, writer):
+def test_replayed_sequence_equals_eager_on_cuda(model_name, writer, decoder_write):
     """One capture, then replays on fresh batches: outputs and every gradient match the eager model on
-    the same device, and the parameters' in-place updates between replays are seen."""
+    the same device, and the parameters' in-place updates between replays are seen; with the decoder that
+    writes and with the read-only one."""
     torch.manual_seed(0)
     task = copy_task(6)
-    values = {**MEMORY, "writer": writer, **WRITER_OWN[writer]}
+    values = {**MEMORY, "writer": writer, "decoder_write": decoder_write, **WRITER_OWN[writer]}
     eager = build_model(model_name, task.input_size, task.output_size, values, task=task).cuda()
     captured = build_model(model_name, task.input_size, task.output_size, values, task=task).cuda()
     captured.load_state_dict(eager.state_dict())
