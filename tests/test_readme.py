@@ -63,7 +63,7 @@ def test_the_block_names_each_committed_claim_with_its_verdict_and_report():
     assert found > 0
 
 
-def test_report_index_only_rewrites_a_stale_block_and_leaves_a_readme_without_markers(tmp_path, capsys):
+def test_report_index_only_rewrites_a_stale_block_and_leaves_a_readme_without_markers(tmp_path, capsys, monkeypatch):
     from uwbench.cli import main
 
     out = tmp_path / "reports"
@@ -90,6 +90,12 @@ def test_report_index_only_rewrites_a_stale_block_and_leaves_a_readme_without_ma
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == plain
     assert main(["report", "--index-only", "--all"]) == 2
     assert "--index-only rebuilds no report" in capsys.readouterr().err
+    # without --out: the reports folder of the working directory, the README beside it
+    (tmp_path / "README.md").write_text(stale, encoding="utf-8")
+    os.rename(out, tmp_path / "reports")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--index-only", "--studies-dir", STUDIES]) == 0
+    assert "| old | table |" not in (tmp_path / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_block_counts_cpu_core_hours_from_the_runs_own_cpu_seconds(tmp_path):

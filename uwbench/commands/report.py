@@ -74,7 +74,7 @@ def _write(args) -> int:
     if args.index_only:
         if args.studies or args.all or args.from_csv or args.assignments:
             raise ValueError("--index-only rebuilds no report: give no study files, no --all, --from-csv or --set")
-        print(f"index: {index_mod.write_index(args.out, args.studies_dir)}")
+        print(f"index: {index_mod.write_index(DEFAULT_OUT if args.out is None else args.out, args.studies_dir)}")
         return 0
     if args.from_csv:
         if args.studies or args.all or args.assignments:
