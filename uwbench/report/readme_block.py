@@ -47,9 +47,13 @@ def _read(path: str) -> Optional[pd.DataFrame]:
 
 
 def _paper_updates(spec, path: str) -> Optional[int]:
-    """The updates the paper's profile gives a cell (the most of any cell), or None."""
+    """The updates the paper's profile gives a cell (the most of any cell), or None; None too for a study of
+    no paper artifact (``artifact: "none (...)"``: a pilot, the demo, the leaderboard), whose file as written
+    is not a budget of the paper's."""
     from uwbench import spec as spec_mod
 
+    if spec.artifact.strip().lower().startswith("none"):
+        return None
     try:
         plan = spec_mod.expand(spec, spec_mod.BASE_PROFILE, path)
     except Exception:  # noqa: BLE001 - a study whose paper profile does not expand has no budget to name
