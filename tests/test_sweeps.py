@@ -482,3 +482,20 @@ def test_one_worker_runs_the_cells_round_robin_so_a_cut_off_study_is_even(sweep_
     children = runs(uri, "robin").query("`tags.role` == 'final'").sort_values("start_time")
     order = list(zip(children["tags.cell"], children["tags.seed"].astype(int)))
     assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("b", 2)]
+
+
+def test_a_sweeps_environment_settings_end_with_it(tmp_path, monkeypatch):
+    """--no-system-metrics and --checkpoint-dir reach the workers through the environment, for that sweep
+    only: a later run in the same process records system metrics again."""
+    from uwbench import env
+    from uwbench.cli import main
+    from uwbench.sweeps.driver import CHECKPOINT_DIR_ENV
+
+    monkeypatch.delenv(env.SYSTEM_METRICS_ENV, raising=False)
+    monkeypatch.delenv(CHECKPOINT_DIR_ENV, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["sweep", os.path.join(ROOT, "studies", "quickstart.yaml"), "--profile", "smoke", "--tracking-uri", uri,
+                 "--workers", "0", "--no-progress", "--no-system-metrics", "--cells", "dnc-regular-*",
+                 "--checkpoint-dir", str(tmp_path / "ck"), "--storage", str(tmp_path / "j.journal")]) == 0
+    assert env.SYSTEM_METRICS_ENV not in os.environ and CHECKPOINT_DIR_ENV not in os.environ
+    assert env.system_metrics()

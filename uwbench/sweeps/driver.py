@@ -35,6 +35,7 @@ run the study again (``_unrecorded``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Dict, List, Optional
 
@@ -100,10 +101,32 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     options = options or Options()
+    settings = {}
     if options.checkpoint_dir:  # read by the trainer in every worker and Ray trial (inherited / runtime env)
-        os.environ[CHECKPOINT_DIR_ENV] = os.path.abspath(options.checkpoint_dir)
+        settings[CHECKPOINT_DIR_ENV] = os.path.abspath(options.checkpoint_dir)
     if not options.system_metrics:  # read by the trainer in every worker and Ray trial, like the folder above
-        os.environ[env.SYSTEM_METRICS_ENV] = "0"
+        settings[env.SYSTEM_METRICS_ENV] = "0"
+    with _environ(settings):  # for this sweep only: a later sweep or run in the same process starts clean
+        return _sweep(plan, backend, uri, experiment, progress, out, options)
+
+
+@contextlib.contextmanager
+def _environ(settings: Dict[str, str]):
+    """Set these environment variables for the block, then put back what was there."""
+    before = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _sweep(plan: Plan, backend: str, uri: Optional[str], experiment: Optional[str], progress: bool, out,
+           options: Options) -> int:
     engine = BACKENDS.get(backend)(plan, options)
     with locks.study_lock(plan) as lock_path:
         uri, experiment_id, cell_runs = common.setup_tracking(plan, uri, experiment, backend)
