@@ -16,8 +16,8 @@ import sys
 from typing import List, Optional
 
 # Order is the order shown by `uwbench --help`.
-COMMANDS = ("demo", "ls", "train", "params", "validate", "sweep", "report", "leaderboard", "theory", "bench",
-            "data")
+COMMANDS = ("demo", "ls", "train", "params", "validate", "sweep", "report", "leaderboard", "theory", "trace",
+            "bench", "data")
 
 
 def _available_commands():

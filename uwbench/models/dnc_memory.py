@@ -29,7 +29,7 @@ on the squared norm.
 """
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
@@ -452,6 +452,14 @@ class DNCMemory(nn.Module):
 
     def parse(self, xi: torch.Tensor) -> DNCInterface:
         return parse_interface(xi, self.word_size, self.read_heads)
+
+    def interface_fields(self) -> List[Tuple[str, int]]:
+        """The interface's fields in the order ``parse_interface`` slices them, with their widths (they sum
+        to ``interface_size``): which rows of the interface projection drive which operation."""
+        w, r = self.word_size, self.read_heads
+        return [("read_keys", w * r), ("read_strengths", r), ("write_key", w), ("write_strength", 1),
+                ("erase", w), ("write_vector", w), ("free_gates", r), ("allocation_gate", 1), ("write_gate", 1),
+                ("read_modes", N_READ_MODES * r)]
 
     def write(self, state: DNCState, iface: DNCInterface) -> DNCState:
         return dnc_write(state, iface)

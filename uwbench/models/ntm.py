@@ -33,7 +33,7 @@ N = 4 and 99,112 only at N = 5). ``reconcile_ntm`` registers that reconciliation
 from __future__ import annotations
 
 import math
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
@@ -179,6 +179,13 @@ class NTMMemory(nn.Module):
 
     def initial_read(self, batch: int, device, dtype=torch.float32) -> torch.Tensor:
         return torch.tanh(self.init_read).to(device, dtype).expand(batch, -1)  # (B, M)
+
+    def interface_fields(self) -> List[Tuple[str, int]]:
+        """The interface's fields in the order ``parse`` slices them, with their widths (they sum to
+        ``interface_size``): which rows of the interface projection drive which operation."""
+        head = [("key", self.word), ("strength", 1), ("gate", 1), ("shift", len(SHIFT_OFFSETS)), ("sharpen", 1)]
+        return ([(f"read_{k}", n) for k, n in head] + [(f"write_{k}", n) for k, n in head]
+                + [("erase", self.word), ("add", self.word)])
 
     def parse(self, xi: torch.Tensor) -> NTMInterface:
         """Split and activate the (already clipped) interface xi (B, 4M + 12)."""

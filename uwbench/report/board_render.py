@@ -228,7 +228,7 @@ def pareto_figure(board: Board):
     if not points:
         return None
     front = set(board.pareto())
-    fig = figures._figure(7.0, 4.8)
+    fig = figures.new_figure(7.0, 4.8)
     ax = fig.subplots()
     for (r, x, y), color in zip(points, figures._colors(len(points))):
         on = r.name in front

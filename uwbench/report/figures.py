@@ -36,7 +36,7 @@ STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fo
          "axes.grid": True, "grid.alpha": 0.3, "svg.hashsalt": "uwbench", "path.simplify": True}
 
 
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -96,7 +96,7 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
                                 for _, r in rows.iterrows()))
     ncols = min(len(panels), 3)
     nrows = int(math.ceil(len(panels) / ncols))
-    fig = _figure(6.0 * ncols, 4.2 * nrows)
+    fig = new_figure(6.0 * ncols, 4.2 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     mention = label_flags(summary)["mention"] - {"controller"}  # a series per writer (and cache size L where it varies)
     for ax, (ctrl, task) in zip(axes, panels):
@@ -153,7 +153,7 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
     red = time_reductions(summary)
     if len(red) == 0:
         return None
-    fig = _figure(6.0, 4.2)
+    fig = new_figure(6.0, 4.2)
     ax = fig.subplots()
     with_ctrl = _varies(red["controller"])
     with_task = _varies(red["task"].astype(str) + red["seq_len"].astype(str))
@@ -210,7 +210,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     panels = list(dict.fromkeys(zip(cells["task"], cells["seq_len"])))
     ncols = min(len(panels), 3)
     nrows = int(math.ceil(len(panels) / ncols))
-    fig = _figure(5.2 * ncols, 3.8 * nrows)
+    fig = new_figure(5.2 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     mention = label_flags(summary)["mention"]  # the controller, cache size L, ... where they tell cells apart
     for ax, (task, T) in zip(axes, panels):
@@ -290,7 +290,7 @@ def memory_heatmaps(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapp
         return None
     has_gate = any("write_gate" in traces[c] for c in cells)
     ncols = 3 if has_gate else 2
-    fig = _figure(3.2 * ncols + 1.0, 3.6 * len(cells))
+    fig = new_figure(3.2 * ncols + 1.0, 3.6 * len(cells))
     grid = fig.subplots(len(cells), ncols, squeeze=False,
                         gridspec_kw={"width_ratios": [3, 3, 1][:ncols]})
     for row, cell in zip(grid, cells):
@@ -359,7 +359,7 @@ def generated_sequences(traces: Mapping[str, Mapping[str, np.ndarray]], labels: 
         return None
     from uwbench.tasks.sinusoid import draw_sinusoid
 
-    fig = _figure(8.0, 3.4 * len(cells))
+    fig = new_figure(8.0, 3.4 * len(cells))
     grid = fig.subplots(2 * len(cells), 1, squeeze=False,
                         gridspec_kw={"height_ratios": [3, 1] * len(cells)})[:, 0]
     for i, cell in enumerate(cells):
@@ -398,7 +398,7 @@ def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
     rows = rows[rows["mean"].map(_isnum)]
     if len(rows) == 0:
         return None
-    fig = _figure(6.4, 4.4)
+    fig = new_figure(6.4, 4.4)
     ax = fig.subplots()
     xmax = min(1.0, max(0.25, float(rows["compression_ratio"].max()) * 1.5))
     T = 1000  # a fine grid of ratios; g depends on x only
@@ -455,7 +455,7 @@ def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str
     rows = points[points[x_column].map(_isnum) & points[y_column].map(_isnum)]
     if len(rows) == 0:
         return None
-    fig = _figure(7.0, 4.8)
+    fig = new_figure(7.0, 4.8)
     ax = fig.subplots()
     writers = sorted(set(rows["writer"].fillna("none")), key=_writer_rank)
     colors = dict(zip(writers, _colors(len(writers))))

@@ -353,6 +353,8 @@ class _Trainer:
             # a checkpoint written before the gradient size was recorded: its evaluations have none
             self.result.history.setdefault(metrics.GRAD_NORM, [None] * len(self.result.history["step"]))
         self.bar = None
+        # called as observer(step, batch, loss) after each backward, before the clip (``training/trace.py``)
+        self.observer: Optional[Callable] = None
 
     def train(self, progress: bool, progress_desc: Optional[str]) -> RunResult:
         run, result, ckpt = self.run, self.result, self.ckpt
@@ -407,6 +409,8 @@ class _Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             timer.model_end()
+            if self.observer is not None:
+                self.observer(step, batch, loss)
             size = clip_gradients(model.parameters(), tc.clip, tc.clip_mode, variables)
             if size is not None:
                 torch.maximum(grad_max, size.detach().to(grad_max.dtype), out=grad_max)

@@ -1,0 +1,139 @@
+"""``uwbench trace`` (``uwbench/training/trace.py``): the replay is the run's own updates, the interface fields
+partition the interface projection in the order the memory parses it, a spike is found at its update and
+named by the view that led it, and the reference paths agree with the run's path."""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from uwbench.cli import main
+from uwbench.training import trace as tr
+from uwbench.training.loop import train
+
+TINY = {"task": {"name": "copy", "seq_len": 6}, "model": {"name": "dnc", "hidden_size": 12, "memory_size": 3,
+                                                          "word_size": 6},
+        "train": {"steps": 40, "batch_size": 4, "eval_every": 10, "eval_batches": 2, "lr": 1e-2, "seed": 3}}
+
+
+def _curve(config):
+    result = train(config, progress=False)
+    return dict(zip(result.history["step"], result.history["eval_accuracy"]))
+
+
+def test_the_replay_is_the_run_and_a_changed_curve_is_caught():
+    recorded = _curve(TINY)
+    result = tr.trace(TINY, 15, 35, compare_every=10, recorded_curve=recorded, progress=False)
+    assert [c["step"] for c in result.curve] == [10, 20, 30]
+    assert result.replay_departs() is None
+    # a curve that is not this run's: the replay says where they part
+    other = dict(recorded)
+    other[20] = recorded[20] + 0.05
+    result = tr.trace(TINY, 15, 35, compare_every=10, recorded_curve=other, progress=False)
+    assert result.replay_departs() == 20
+    assert "departs from the recorded curve at the evaluation of update 20" in tr.summary(result)
+
+
+@pytest.mark.parametrize("model", ["dnc", "ntm"])
+def test_interface_fields_are_the_columns_parse_reads(model):
+    from uwbench.models.base import build_model
+    from uwbench.registry import MODELS
+    from uwbench.tasks import build_task
+
+    task = build_task("copy", {"seq_len": 4})
+    cfg = MODELS.build_config(model, {"hidden_size": 8, "memory_size": 3, "word_size": 5})
+    m = build_model(model, task.input_size, task.output_size, cfg, task=task)
+    fields = m.memory.interface_fields()
+    assert sum(w for _, w in fields) == m.memory.interface_size == m.w_xi.shape[1]
+
+    def parsed(xi):
+        iface = m.memory.parse(xi)
+        out = {}
+        for name, value in iface._asdict().items():
+            if hasattr(value, "_asdict"):  # the NTM's heads
+                out.update({f"{name}_{k}": v for k, v in value._asdict().items()})
+            else:
+                out[name] = value
+        return out
+
+    base = parsed(torch.zeros(2, m.memory.interface_size))
+    start = 0
+    for name, width in fields:
+        xi = torch.zeros(2, m.memory.interface_size)
+        xi[:, start:start + width] = 0.2 + 0.3 * torch.arange(width)  # unequal: a softmax's inputs too
+        changed = {k for k, v in parsed(xi).items() if not torch.equal(v, base[k])}
+        assert changed == {name}, (name, changed)
+        start += width
+
+
+def test_views_split_w_xi_without_losing_any_of_its_gradient():
+    result = tr.trace(TINY, 5, 12, compare_every=100, paths=[], progress=False)
+    by_step = {}
+    for r in result.rows:
+        by_step.setdefault(r["step"], {})[r["view"]] = r
+    for step, rows in by_step.items():
+        fields = [r["grad_norm"] for n, r in rows.items() if r["kind"] == "field"]
+        assert math.isclose(math.sqrt(sum(g * g for g in fields)), rows["w_xi"]["grad_norm"], rel_tol=1e-5)
+        if step < 12:  # the window's last update is not applied: it has no update size
+            assert rows["w_xi"]["update_norm"] > 0
+    assert math.isnan(by_step[12]["w_xi"]["update_norm"])
+
+
+def test_a_spike_is_found_at_its_update_and_named_by_its_field(monkeypatch):
+    original = tr._Observer.__call__
+
+    def inject(self, step, batch, loss):
+        if step == 30:  # the write gate's rows of the interface projection get a 1000x gradient
+            cols = next(v.columns for v in self.views if v.name == "w_xi[write_gate]")
+            self.model.w_xi.grad[:, cols] *= 1000.0
+        return original(self, step, batch, loss)
+
+    monkeypatch.setattr(tr._Observer, "__call__", inject)
+    result = tr.trace(TINY, 5, 34, compare_every=100, progress=False)
+    assert result.onset == 30
+    assert tr.leading_views(result, 30, "field")[0][0] == "w_xi[write_gate]"
+    assert tr.leading_views(result, 30, "tensor")[0][0] == "w_xi"
+    # the spike was compared (every spike is): the run's gradient there is the injected one, so it is far
+    # from the reference, while the reference paths agree with each other
+    at = tr.path_agreement(result, [30])
+    assert at["run"] > 1.0 and at["native64"] < 1e-9 and at["torch32"] < 1e-3
+    assert "onset: update 30" in tr.summary(result)
+
+
+def test_reference_paths_agree_with_the_native_run_off_the_spikes():
+    result = tr.trace(TINY, 10, 30, compare_every=5, progress=False)
+    assert result.path == "native"
+    compared = sorted({c["step"] for c in result.compare})
+    assert compared == [10, 15, 20, 25, 30]
+    agree = tr.path_agreement(result)
+    assert set(agree) == {"run", "torch32", "native64"}
+    assert agree["native64"] < 1e-9  # the native kernels in float64 against torch in float64
+    assert agree["run"] < 1e-3 and agree["torch32"] < 1e-3
+
+
+def test_the_window_and_settings_are_checked():
+    with pytest.raises(ValueError, match="1 <= from <= to <= 40"):
+        tr.trace(TINY, 30, 50, progress=False)
+    with pytest.raises(ValueError, match="spike_factor"):
+        tr.trace(TINY, 5, 10, spike_factor=1.0, progress=False)
+    with pytest.raises(ValueError, match="unknown reference path"):
+        tr.trace(TINY, 5, 10, paths=["cuda16"], progress=False)
+
+
+def test_the_command_traces_a_recorded_run(tracking_uri, tmp_path, capsys):
+    flags = ["--task", "copy", "--model", "dnc", "--seq-len", "6", "--hidden-size", "12", "--memory-size", "3",
+             "--set", "model.word_size=6", "--steps", "30", "--batch-size", "4", "--eval-every", "10",
+             "--lr", "1e-2", "--no-progress", "--no-system-metrics", "--tracking-uri", tracking_uri]
+    assert main(["train", *flags]) == 0
+    run_id = capsys.readouterr().out.split("MLflow run id: ")[1].split()[0]
+    out = tmp_path / "trace"
+    assert main(["trace", run_id, "--from", "5", "--to", "25", "--tracking-uri", tracking_uri, "--out", str(out),
+                 "--compare-every", "10", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "replay: the run's own updates (its 2 evaluations match the recorded curve)" in text
+    for name in ("trace.csv", "steps.csv", "compare.csv", "curve.csv", "summary.md", "trace.png"):
+        assert os.path.getsize(out / name) > 0, name
+    assert main(["trace", "0123456789abcdef", "--from", "1", "--to", "2", "--tracking-uri", tracking_uri]) == 2
+    assert "no run 0123456789abcdef" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""`uwbench trace`: replay a recorded run and trace the updates around a fall (``uwbench/training/trace.py``)."""
+from __future__ import annotations
+
+HELP = "replay a recorded run and trace the gradients around a fall in its curve, on the run's path and the reference paths"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", help="the MLflow run to replay (its config.json and curve are read)")
+    p.add_argument("--from", dest="start", type=int, required=True, metavar="UPDATE",
+                   help="first traced update (the replay runs every update before it untraced)")
+    p.add_argument("--to", dest="stop", type=int, required=True, metavar="UPDATE",
+                   help="last traced update; the replay ends there")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI holding the run (default sqlite:///runs/mlflow.db)")
+    p.add_argument("--out", help="folder for the trace's files (default runs/traces/<run id>)")
+    p.add_argument("--compare-every", type=int, default=25,
+                   help="recompute every N-th traced update's gradient on the reference paths (and every spike); "
+                        "default 25")
+    p.add_argument("--spike-factor", type=float, default=10.0,
+                   help="an update is a spike when its largest gradient norm exceeds this many times the "
+                        "window's median so far (default 10)")
+    p.add_argument("--paths", nargs="+", metavar="PATH",
+                   help="reference paths to recompute compared updates on: torch32 torch64 native64 "
+                        "(default: all that apply to the run; torch64 is the reference)")
+    p.add_argument("--threads", type=int,
+                   help="torch intra-op threads (default: the run's recorded torch_threads, for an exact replay)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    import json
+    import os
+    import tempfile
+
+    from uwbench.config import ConfigError
+    from uwbench.tracking import mlflow as tracking
+    from uwbench.training import trace as tr
+
+    uri = tracking.resolve_uri(args.tracking_uri)
+    record = tracking.get_run(args.run_id, uri)
+    if record is None:
+        raise ConfigError(f"no run {args.run_id} in {uri}; pass the store that holds it with --tracking-uri")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = tracking.download_artifact(args.run_id, "config.json", uri, tmp)
+        except Exception as exc:  # an MLflow error of any kind: the run has no config to replay
+            raise ConfigError(f"run {args.run_id} has no config.json artifact to replay ({exc}); only runs "
+                              "recorded by `uwbench train` or `uwbench sweep` can be traced") from None
+        with open(path) as f:
+            config = json.load(f)
+    from uwbench.tasks import build_task
+    from uwbench.training.config import resolve_run
+    from uwbench.training.record import MetricKeys
+
+    resolved = resolve_run(config)
+    key = MetricKeys(build_task(resolved.task_name, resolved.task_cfg).metric).eval
+    recorded = {step: value for _, _, step, value in tracking.metric_histories([args.run_id], [key], uri)}
+    threads = args.threads
+    if threads is None and record["tags"].get("torch_threads", "").isdigit():
+        threads = int(record["tags"]["torch_threads"])
+    source = f"run {record['name'] or args.run_id} ({args.run_id})"
+    print(f"replaying {source} to update {args.stop}, tracing {args.start}-{args.stop}"
+          + (f" on {threads} thread(s)" if threads else ""))
+    result = tr.trace(config, args.start, args.stop, compare_every=args.compare_every,
+                      spike_factor=args.spike_factor, paths=args.paths, recorded_curve=recorded or None,
+                      threads=threads, progress=not args.no_progress)
+    out = args.out or os.path.join("runs", "traces", args.run_id)
+    written = tr.write_outputs(result, out, source)
+    print(tr.summary(result, source), end="")
+    print("wrote " + ", ".join(written))
+    return 0
