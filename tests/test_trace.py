@@ -81,7 +81,7 @@ def test_views_split_w_xi_without_losing_any_of_its_gradient():
     assert math.isnan(by_step[12]["w_xi"]["update_norm"])
 
 
-def test_a_spike_is_found_at_its_update_and_named_by_its_field(monkeypatch):
+def test_a_spike_is_found_at_its_update_and_named_by_its_field(monkeypatch, tmp_path):
     original = tr._Observer.__call__
 
     def inject(self, step, batch, loss):
@@ -100,6 +100,20 @@ def test_a_spike_is_found_at_its_update_and_named_by_its_field(monkeypatch):
     at = tr.path_agreement(result, [30])
     assert at["run"] > 1.0 and at["native64"] < 1e-9 and at["torch32"] < 1e-3
     assert "onset: update 30" in tr.summary(result)
+    # written and read back, it says the same
+    tr.write_outputs(result, str(tmp_path), "x")
+    assert tr.summary(tr.load(str(tmp_path)), "x") == tr.summary(result, "x")
+
+
+def test_the_loss_rise_is_the_first_update_well_above_the_window_median():
+    result = tr.TraceResult(path="eager", start=1, stop=40)
+    losses = [0.5] * 25 + [0.6, 0.74, 0.76, 2.0]
+    result.steps = [{"step": i + 1, "loss": v, "max_grad_norm": 1.0, "global_grad_norm": 1.0, "spike": False}
+                    for i, v in enumerate(losses)]
+    assert tr.loss_rise(result) == 28  # 0.76 > 1.5 x 0.5; 0.74 is not
+    result.steps = result.steps[:27]
+    assert tr.loss_rise(result) is None
+    assert "loss rise: none" in tr.summary(result)
 
 
 def test_reference_paths_agree_with_the_native_run_off_the_spikes():
@@ -133,7 +147,7 @@ def test_the_command_traces_a_recorded_run(tracking_uri, tmp_path, capsys):
                  "--compare-every", "10", "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "replay: the run's own updates (its 2 evaluations match the recorded curve)" in text
-    for name in ("trace.csv", "steps.csv", "compare.csv", "curve.csv", "summary.md", "trace.png"):
+    for name in ("trace.csv", "steps.csv", "compare.csv", "curve.csv", "meta.json", "summary.md", "trace.png"):
         assert os.path.getsize(out / name) > 0, name
     assert main(["trace", "0123456789abcdef", "--from", "1", "--to", "2", "--tracking-uri", tracking_uri]) == 2
     assert "no run 0123456789abcdef" in capsys.readouterr().err

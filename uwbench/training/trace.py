@@ -38,6 +38,7 @@ REFERENCE_PATHS: Dict[str, Tuple[bool, torch.dtype]] = {
 }
 REFERENCE = "torch64"  # the gradient the others are measured against
 MIN_ONSET_HISTORY = 20  # updates of the window before an onset can be called (the median needs a history)
+LOSS_RISE_FACTOR = 1.5  # the loss's rise: this many times the window's median loss so far
 
 
 class _TraceDone(Exception):
@@ -271,24 +272,38 @@ def trace(config: Mapping, start: int, stop: int, *, compare_every: int = 25, sp
 # ---- what a trace says ----
 
 
-def leading_views(result: TraceResult, step: int, kind: str = "tensor", top: int = 5) -> List[Tuple[str, float, float]]:
-    """At ``step``: the views of ``kind`` whose gradient grew most against their own median over the
-    window's updates before it, as (view, gradient norm, times its median), largest growth first."""
+def leading_views(result: TraceResult, step: int, kind: str = "tensor", top: int = 5,
+                  measure: str = "grad_norm") -> List[Tuple[str, float, float]]:
+    """At ``step``: the views of ``kind`` whose ``measure`` (``grad_norm`` or ``update_norm``) grew most
+    against their own median over the window's updates before it, as (view, value, times its median),
+    largest growth first."""
     before: Dict[str, List[float]] = {}
     now: Dict[str, float] = {}
     for row in result.rows:
-        if row["kind"] != kind:
+        if row["kind"] != kind or not math.isfinite(row[measure]):
             continue
         if row["step"] < step:
-            before.setdefault(row["view"], []).append(row["grad_norm"])
+            before.setdefault(row["view"], []).append(row[measure])
         elif row["step"] == step:
-            now[row["view"]] = row["grad_norm"]
+            now[row["view"]] = row[measure]
     out = []
     for name, g in now.items():
         med = statistics.median(before.get(name) or [math.nan])
         out.append((name, g, g / med if med and med > 0 else math.inf))
     out.sort(key=lambda t: -t[2] if math.isfinite(t[2]) else -math.inf)
     return out[:top]
+
+
+def loss_rise(result: TraceResult, factor: float = LOSS_RISE_FACTOR) -> Optional[int]:
+    """The first update of the window whose training loss exceeds ``factor`` times the median loss of the
+    window's updates before it (at least ``MIN_ONSET_HISTORY`` of them); None if none does. A fall can
+    start here, before any gradient spike."""
+    losses: List[float] = []
+    for s in result.steps:
+        if len(losses) >= MIN_ONSET_HISTORY and s["loss"] > factor * statistics.median(losses):
+            return s["step"]
+        losses.append(s["loss"])
+    return None
 
 
 def path_agreement(result: TraceResult, steps: Optional[Sequence[int]] = None) -> Dict[str, float]:
@@ -334,6 +349,21 @@ def summary(result: TraceResult, source: str = "") -> str:
         if agree:
             lines.append("- paths at the onset (largest relative distance of a tensor's gradient to float64 "
                          "torch): " + ", ".join(f"{p} {d:.2e}" for p, d in sorted(agree.items())))
+    rise = loss_rise(result)
+    if rise is None:
+        lines.append(f"- loss rise: none (no update's loss above {LOSS_RISE_FACTOR:g} times the window's median)")
+    else:
+        step = next(s for s in result.steps if s["step"] == rise)
+        lines.append(f"- loss rise: update {rise} (loss {step['loss']:.3f}, above {LOSS_RISE_FACTOR:g} times the "
+                     "window's median so far)"
+                     + ("" if result.onset is None else
+                        f", {abs(result.onset - rise)} updates {'before' if rise < result.onset else 'after'} "
+                        "the gradient onset"))
+        for measure, label in (("grad_norm", "gradients"), ("update_norm", "updates")):
+            lead = leading_views(result, rise, "tensor", 3, measure)
+            if lead:
+                lines.append(f"  - {label} at the loss rise: " + ", ".join(
+                    f"{n} {g:.3g} ({x:.1f}x its median)" for n, g, x in lead))
     agree = path_agreement(result)
     if agree:
         lines.append("- paths over all compared updates: " + ", ".join(f"{p} {d:.2e}" for p, d in sorted(agree.items())))
@@ -344,8 +374,9 @@ def summary(result: TraceResult, source: str = "") -> str:
 
 
 def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[str]:
-    """``trace.csv`` (per update and view), ``steps.csv``, ``compare.csv``, ``curve.csv``, ``summary.md``
-    and ``trace.png`` in ``out_dir``; returns their paths."""
+    """``trace.csv`` (per update and view), ``steps.csv``, ``compare.csv``, ``curve.csv``, ``meta.json``,
+    ``summary.md`` and ``trace.png`` in ``out_dir``; returns their paths (``load`` reads them back)."""
+    import json
     import os
 
     import pandas as pd
@@ -359,6 +390,10 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
         p = os.path.join(out_dir, name)
         write_text(p, pd.DataFrame(rows).to_csv(index=False))
         paths.append(p)
+    p = os.path.join(out_dir, "meta.json")
+    write_text(p, json.dumps({"path": result.path, "start": result.start, "stop": result.stop,
+                              "clip": result.clip, "onset": result.onset}, indent=1) + "\n")
+    paths.append(p)
     p = os.path.join(out_dir, "summary.md")
     write_text(p, summary(result, source))
     paths.append(p)
@@ -366,6 +401,32 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
     plot(result, p, source)
     paths.append(p)
     return paths
+
+
+def load(out_dir: str) -> TraceResult:
+    """A trace written by ``write_outputs``, read back (to summarise or plot it again without a replay)."""
+    import json
+    import os
+
+    import pandas as pd
+
+    with open(os.path.join(out_dir, "meta.json")) as f:
+        meta = json.load(f)
+    result = TraceResult(**meta)
+
+    def records(name):
+        path = os.path.join(out_dir, name)
+        if os.path.getsize(path) <= 1:  # an empty frame's csv
+            return []
+        frame = pd.read_csv(path)
+        return [{k: (None if isinstance(v, float) and math.isnan(v) and k == "recorded" else v)
+                 for k, v in r.items()} for r in frame.to_dict("records")]
+
+    result.rows, result.steps = records("trace.csv"), records("steps.csv")
+    result.compare, result.curve = records("compare.csv"), records("curve.csv")
+    for s in result.steps:
+        s["spike"] = bool(s["spike"])
+    return result
 
 
 def plot(result: TraceResult, path: str, source: str = "", top: int = 6) -> None:
