@@ -3,6 +3,7 @@ partition the interface projection in the order the memory parses it, a spike is
 named by the view that led it, and the reference paths agree with the run's path."""
 from __future__ import annotations
 
+import glob
 import math
 import os
 
@@ -13,6 +14,7 @@ from uwbench.cli import main
 from uwbench.training import trace as tr
 from uwbench.training.loop import train
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = {"task": {"name": "copy", "seq_len": 6}, "model": {"name": "dnc", "hidden_size": 12, "memory_size": 3,
                                                           "word_size": 6},
         "train": {"steps": 40, "batch_size": 4, "eval_every": 10, "eval_batches": 2, "lr": 1e-2, "seed": 3}}
@@ -151,3 +153,23 @@ def test_the_command_traces_a_recorded_run(tracking_uri, tmp_path, capsys):
         assert os.path.getsize(out / name) > 0, name
     assert main(["trace", "0123456789abcdef", "--from", "1", "--to", "2", "--tracking-uri", tracking_uri]) == 2
     assert "no run 0123456789abcdef" in capsys.readouterr().err
+
+
+COMMITTED_TRACES = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "reports", "traces", "*", "meta.json")))
+
+
+@pytest.mark.parametrize("folder", COMMITTED_TRACES, ids=[os.path.basename(f) for f in COMMITTED_TRACES])
+def test_a_committed_trace_says_what_its_files_say(folder, tmp_path):
+    """A committed trace's summary and figure are what its CSV files give (docs/findings.md quotes them)."""
+    import json
+
+    from uwbench.report import compare
+
+    with open(os.path.join(folder, "meta.json")) as f:
+        source = json.load(f)["source"]
+    result = tr.load(folder)
+    with open(os.path.join(folder, "summary.md")) as f:
+        assert tr.summary(result, source) == f.read()
+    tr.plot(result, str(tmp_path / "trace.png"), source)
+    with open(os.path.join(folder, "trace.png"), "rb") as a, open(tmp_path / "trace.png", "rb") as b:
+        assert compare.figure_difference(a.read(), b.read()) is None

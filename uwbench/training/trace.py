@@ -388,11 +388,11 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
     for name, rows in (("trace.csv", result.rows), ("steps.csv", result.steps), ("compare.csv", result.compare),
                        ("curve.csv", result.curve)):
         p = os.path.join(out_dir, name)
-        write_text(p, pd.DataFrame(rows).to_csv(index=False))
+        write_text(p, pd.DataFrame(rows).to_csv(index=False, float_format="%.6g"))
         paths.append(p)
     p = os.path.join(out_dir, "meta.json")
     write_text(p, json.dumps({"path": result.path, "start": result.start, "stop": result.stop,
-                              "clip": result.clip, "onset": result.onset}, indent=1) + "\n")
+                              "clip": result.clip, "onset": result.onset, "source": source}, indent=1) + "\n")
     paths.append(p)
     p = os.path.join(out_dir, "summary.md")
     write_text(p, summary(result, source))
@@ -412,6 +412,7 @@ def load(out_dir: str) -> TraceResult:
 
     with open(os.path.join(out_dir, "meta.json")) as f:
         meta = json.load(f)
+    meta.pop("source", None)  # what the trace is of: for summary() and plot()
     result = TraceResult(**meta)
 
     def records(name):
