@@ -173,3 +173,29 @@ def test_a_committed_trace_says_what_its_files_say(folder, tmp_path):
     tr.plot(result, str(tmp_path / "trace.png"), source)
     with open(os.path.join(folder, "trace.png"), "rb") as a, open(tmp_path / "trace.png", "rb") as b:
         assert compare.figure_difference(a.read(), b.read()) is None
+
+
+def test_a_branch_from_a_saved_state_continues_the_run_and_a_changed_setting_changes_it(tmp_path):
+    state_path = str(tmp_path / "state.pt")
+    straight = tr.trace(TINY, 21, 38, compare_every=100, paths=[], progress=False, save_state=state_path)
+    state = torch.load(state_path, map_location="cpu", weights_only=True)
+    assert state["step"] == 20  # the last evaluation before the window
+    same = tr.trace(TINY, 21, 38, compare_every=100, paths=[], progress=False, state=state)
+    assert same.branch_from == 20 and same.rows == straight.rows and same.steps == straight.steps
+    state = torch.load(state_path, map_location="cpu", weights_only=True)
+    slower = tr.trace(TINY, 21, 38, compare_every=100, paths=[], progress=False, state=state,
+                      changes={"lr": "1e-4"}, recorded_curve={c["step"]: c["replay"] for c in straight.curve})
+    assert slower.changes == {"lr": "1e-4"}
+    assert slower.replay_departs() is None  # checked only up to the branch point
+    # the batches are the same (the loss of the first branched update, before any changed step, too)
+    assert slower.steps[0]["loss"] == straight.steps[0]["loss"]
+    ratio = [b["update_norm"] / a["update_norm"] for a, b in zip(straight.rows, slower.rows)
+             if a["view"] == "w_xi" and math.isfinite(a["update_norm"]) and a["step"] >= 22]
+    assert ratio and max(ratio) < 0.5  # lr 1e-4 against the run's 1e-2: much smaller steps
+    assert "branch: from the saved state at update 20, continued with train.lr=1e-4" in tr.summary(slower)
+    with pytest.raises(ValueError, match="train.lr, train.clip, train.clip_mode"):
+        tr.trace(TINY, 21, 38, progress=False, state=state, changes={"steps": "5"})
+    with pytest.raises(ValueError, match="need a state"):
+        tr.trace(TINY, 21, 38, progress=False, changes={"lr": "1e-4"})
+    with pytest.raises(ValueError, match="the window must start after it"):
+        tr.trace(TINY, 15, 38, progress=False, state=state)

@@ -23,6 +23,13 @@ def add_arguments(p) -> None:
                         "(default: all that apply to the run; torch64 is the reference)")
     p.add_argument("--threads", type=int,
                    help="torch intra-op threads (default: the run's recorded torch_threads, for an exact replay)")
+    p.add_argument("--save-state", metavar="PATH",
+                   help="save the trainer's state at the last evaluation before --from, to branch from it later")
+    p.add_argument("--from-state", metavar="PATH",
+                   help="start from a state saved with --save-state instead of replaying from the first update")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="train.KEY=VALUE",
+                   help="with --from-state: continue with this setting changed (train.lr, train.clip, "
+                        "train.clip_mode; repeatable), on the same weights and batches")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -54,17 +61,38 @@ def run(args) -> int:
     resolved = resolve_run(config)
     key = MetricKeys(build_task(resolved.task_name, resolved.task_cfg).metric).eval
     recorded = {step: value for _, _, step, value in tracking.metric_histories([args.run_id], [key], uri)}
+    from uwbench.config import parse_assignments
+
+    sets = parse_assignments(args.assignments)
+    if set(sets) - {"train"}:
+        raise ConfigError(f"a branch can change only train.* settings, got {', '.join(sorted(set(sets) - {'train'}))}.*")
+    changes = dict(sets.get("train", {}))
+    state = None
+    if args.from_state:
+        import torch
+
+        if not os.path.isfile(args.from_state):
+            raise ConfigError(f"--from-state {args.from_state}: no such file; write one with --save-state")
+        state = torch.load(args.from_state, map_location="cpu", weights_only=True)
+    elif changes:
+        raise ConfigError("--set changes a branch: give the state to branch from with --from-state "
+                          "(write it with --save-state on a first trace)")
     threads = args.threads
     if threads is None and record["tags"].get("torch_threads", "").isdigit():
         threads = int(record["tags"]["torch_threads"])
     source = f"run {record['name'] or args.run_id} ({args.run_id})"
+    if changes:
+        source += " branched with " + ", ".join(f"train.{k}={v}" for k, v in sorted(changes.items()))
     print(f"replaying {source} to update {args.stop}, tracing {args.start}-{args.stop}"
           + (f" on {threads} thread(s)" if threads else ""))
     result = tr.trace(config, args.start, args.stop, compare_every=args.compare_every,
                       spike_factor=args.spike_factor, paths=args.paths, recorded_curve=recorded or None,
-                      threads=threads, progress=not args.no_progress)
+                      threads=threads, progress=not args.no_progress, save_state=args.save_state, state=state,
+                      changes=changes)
     out = args.out or os.path.join("runs", "traces", args.run_id)
     written = tr.write_outputs(result, out, source)
     print(tr.summary(result, source), end="")
+    if args.save_state:
+        written.append(args.save_state)
     print("wrote " + ", ".join(written))
     return 0

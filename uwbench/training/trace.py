@@ -93,14 +93,21 @@ class TraceResult:
     curve: List[Dict] = field(default_factory=list)
     onset: Optional[int] = None
     clip: float = 0.0
+    clip_mode: str = "per_tensor"
+    branch_from: Optional[int] = None  # the update of the state a branch started from (None: a replay from the start)
+    changes: Dict = field(default_factory=dict)  # the settings a branch changed
 
     def replay_departs(self, tol: float = 1e-6) -> Optional[int]:
         """The first evaluation step where the replay's value differs from the recorded one by more than
-        ``tol`` (None: the replay is the run, as far as the recorded curve tells)."""
+        ``tol`` (None: the replay is the run, as far as the recorded curve tells). A branch with changed
+        settings is checked only up to its branch point: after it, it is meant to differ."""
         for c in self.curve:
+            if self.changes and self.branch_from is not None and c["step"] > self.branch_from:
+                break
             if c["recorded"] is not None and abs(c["replay"] - c["recorded"]) > tol:
                 return c["step"]
         return None
+
 
 
 def _cast(batch, dtype):
@@ -219,16 +226,37 @@ def reference_paths(run_path: str, requested: Optional[Sequence[str]] = None) ->
     return ["torch32", "torch64"] + (["native64"] if run_path == "native" else [])
 
 
+BRANCH_SETTINGS = ("lr", "clip", "clip_mode")  # train.* settings a branch may change (the model stays the run's)
+
+
 def trace(config: Mapping, start: int, stop: int, *, compare_every: int = 25, spike_factor: float = 10.0,
           paths: Optional[Sequence[str]] = None, recorded_curve: Optional[Mapping[int, float]] = None,
-          threads: Optional[int] = None, progress: bool = True) -> TraceResult:
+          threads: Optional[int] = None, progress: bool = True, save_state: Optional[str] = None,
+          state: Optional[Dict] = None, changes: Optional[Mapping[str, object]] = None) -> TraceResult:
     """Replay the run ``config`` (a nested run config, as recorded in a run's ``config.json``) from its
     first update to ``stop`` and trace the updates ``start``..``stop`` (see the module docstring).
     ``recorded_curve``: the run's recorded evaluations (step -> value), to check the replay against.
-    ``threads``: torch's intra-op threads (the run's own, for an exact replay)."""
-    from uwbench.training.config import resolve_run
-    from uwbench.training.loop import _Trainer, check_run
+    ``threads``: torch's intra-op threads (the run's own, for an exact replay).
 
+    Branching: ``save_state`` writes the trainer's state (weights, optimiser, random generators, curve) at
+    the last evaluation before ``start`` to that file; ``state`` (such a file, loaded) starts the replay
+    there instead of at the first update, and ``changes`` (``BRANCH_SETTINGS``, e.g. ``{"lr": 3e-4}``)
+    continue it with other training settings: the same weights and the same batches, one setting changed,
+    so whether a fall still comes answers what the setting does to it."""
+    import copy
+
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import _snapshot, _Trainer, check_run
+
+    changes = dict(changes or {})
+    unknown = sorted(set(changes) - set(BRANCH_SETTINGS))
+    if unknown:
+        raise ValueError(f"a branch can change only train.{', train.'.join(BRANCH_SETTINGS)}; got train."
+                         + ", train.".join(unknown))
+    if changes and state is None:
+        raise ValueError("changed settings need a state to branch from (save one with save_state first)")
+    config = copy.deepcopy(dict(config))
+    config["train"] = {**dict(config.get("train") or {}), **changes}
     resolved = resolve_run(config)
     steps = resolved.train.steps
     if not 1 <= start <= stop <= steps:
@@ -238,21 +266,46 @@ def trace(config: Mapping, start: int, stop: int, *, compare_every: int = 25, sp
         raise ValueError(f"compare_every must be >= 1, got {compare_every}")
     if not spike_factor > 1:
         raise ValueError(f"spike_factor must be > 1, got {spike_factor}")
+    every = resolved.train.eval_every
+    saved_at = (start - 1) // every * every  # the last evaluation before the window
+    if save_state is not None and saved_at < 1:
+        raise ValueError(f"no evaluation before update {start} (one every {every}) to save the state at")
+    if state is not None and not state["step"] < start:
+        raise ValueError(f"the state is at update {state['step']}: the window must start after it, got {start}")
     device = check_run(resolved)
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     bar = None
     try:
-        trainer = _Trainer(resolved, device, None, None, None, None)
-        result = TraceResult(path=trainer.result.path, start=start, stop=stop, clip=resolved.train.clip)
+        trainer = _Trainer(resolved, device, None, None, None, state)
+        if state is not None:
+            for group in trainer.optimizer.param_groups:  # the saved optimiser's lr is the run's
+                group["lr"] = resolved.train.lr
+        result = TraceResult(path=trainer.result.path, start=start, stop=stop, clip=resolved.train.clip,
+                             clip_mode=resolved.train.clip_mode, branch_from=None if state is None else state["step"],
+                             changes=changes)
         chosen = reference_paths(result.path, paths)
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=stop, desc=f"trace {resolved.model_name}/{resolved.task_name}", unit="upd",
-                       dynamic_ncols=True)
+            bar = tqdm(total=stop, initial=trainer.start, desc=f"trace {resolved.model_name}/{resolved.task_name}",
+                       unit="upd", dynamic_ncols=True)
         trainer.observer = _Observer(trainer, result, compare_every, spike_factor, chosen, bar)
+        if save_state is not None:
+            evaluation = trainer._evaluation
+
+            def evaluate_and_save(step, *args):
+                done = evaluation(step, *args)
+                if step == saved_at:
+                    from uwbench.atomic import replacing
+
+                    with replacing(save_state) as tmp:
+                        torch.save(_snapshot(step, done, trainer.model, trainer.optimizer, trainer.generators,
+                                             trainer.result, trainer.counters, trainer.best_state), tmp)
+                return done
+
+            trainer._evaluation = evaluate_and_save
         try:
             trainer.train(False, None)
         except _TraceDone:
@@ -324,7 +377,8 @@ def summary(result: TraceResult, source: str = "") -> str:
     whether the paths agree there."""
     lines = [f"# Trace of {source or 'a run'}: updates {result.start}-{result.stop}", ""]
     departs = result.replay_departs()
-    checked = [c for c in result.curve if c["recorded"] is not None]
+    checked = [c for c in result.curve if c["recorded"] is not None
+               and not (result.changes and result.branch_from is not None and c["step"] > result.branch_from)]
     if not checked:
         lines.append("- replay: no recorded curve to check it against")
     elif departs is None:
@@ -332,7 +386,14 @@ def summary(result: TraceResult, source: str = "") -> str:
     else:
         lines.append(f"- replay: departs from the recorded curve at the evaluation of update {departs} "
                      "(another thread count, machine or library build); what follows is the replay's")
-    lines.append(f"- path: {result.path}; clip {result.clip:g} per tensor")
+    if result.branch_from is not None:
+        changed = ", ".join(f"train.{k}={v}" for k, v in sorted(result.changes.items()))
+        lines.append(f"- branch: from the saved state at update {result.branch_from}, "
+                     + (f"continued with {changed} on the same batches" if changed else "no setting changed"))
+    lines.append(f"- path: {result.path}; clip {result.clip:g} {result.clip_mode.replace('_', ' ')}")
+    after = [c for c in result.curve if c["step"] >= result.start]
+    if after:
+        lines.append("- evaluations in the window: " + ", ".join(f"{c['replay']:.3f} at {c['step']}" for c in after))
     if result.onset is None:
         lines.append("- onset: none (no update's largest gradient norm rose above the spike factor times the "
                      "window's median)")
@@ -392,7 +453,9 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
         paths.append(p)
     p = os.path.join(out_dir, "meta.json")
     write_text(p, json.dumps({"path": result.path, "start": result.start, "stop": result.stop,
-                              "clip": result.clip, "onset": result.onset, "source": source}, indent=1) + "\n")
+                              "clip": result.clip, "clip_mode": result.clip_mode, "onset": result.onset,
+                              "branch_from": result.branch_from, "changes": result.changes, "source": source},
+                             indent=1) + "\n")
     paths.append(p)
     p = os.path.join(out_dir, "summary.md")
     write_text(p, summary(result, source))
