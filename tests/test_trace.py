@@ -193,6 +193,19 @@ def test_a_branch_from_a_saved_state_continues_the_run_and_a_changed_setting_cha
              if a["view"] == "w_xi" and math.isfinite(a["update_norm"]) and a["step"] >= 22]
     assert ratio and max(ratio) < 0.5  # lr 1e-4 against the run's 1e-2: much smaller steps
     assert "branch: from the saved state at update 20, continued with train.lr=1e-4" in tr.summary(slower)
+    # side by side: one row per trace, named by what it changed, its evaluations in the window
+    tr.write_outputs(straight, str(tmp_path / "run"), "the run")
+    tr.write_outputs(slower, str(tmp_path / "slow"), "the run, lr 1e-4")
+    assert main(["trace", "--branches", str(tmp_path / "run"), str(tmp_path / "slow"), "--out",
+                 str(tmp_path / "side")]) == 0
+    import pandas as pd
+
+    side = pd.read_csv(tmp_path / "side" / "branches.csv")
+    assert list(side["branch"]) == ["the run (replay)", "train.lr=1e-4"]
+    assert list(side["from_state"].fillna(-1)) == [-1, 20]
+    assert side["eval_30"].iloc[0] == pytest.approx([c["replay"] for c in straight.curve if c["step"] == 30][0])
+    assert "# Branches of the run" in (tmp_path / "side" / "branches.md").read_text()
+    assert main(["trace", "--branches", str(tmp_path), "--out", str(tmp_path / "x")]) == 2  # not a trace folder
     with pytest.raises(ValueError, match="train.lr, train.clip, train.clip_mode"):
         tr.trace(TINY, 21, 38, progress=False, state=state, changes={"steps": "5"})
     with pytest.raises(ValueError, match="need a state"):

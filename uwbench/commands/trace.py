@@ -5,11 +5,15 @@ HELP = "replay a recorded run and trace the gradients around a fall in its curve
 
 
 def add_arguments(p) -> None:
-    p.add_argument("run_id", metavar="RUN_ID", help="the MLflow run to replay (its config.json and curve are read)")
-    p.add_argument("--from", dest="start", type=int, required=True, metavar="UPDATE",
+    p.add_argument("run_id", metavar="RUN_ID", nargs="?",
+                   help="the MLflow run to replay (its config.json and curve are read)")
+    p.add_argument("--from", dest="start", type=int, metavar="UPDATE",
                    help="first traced update (the replay runs every update before it untraced)")
-    p.add_argument("--to", dest="stop", type=int, required=True, metavar="UPDATE",
+    p.add_argument("--to", dest="stop", type=int, metavar="UPDATE",
                    help="last traced update; the replay ends there")
+    p.add_argument("--branches", nargs="+", metavar="DIR",
+                   help="instead of a replay: put traces written before (their folders; the first names the run) "
+                        "side by side in --out: branches.csv, branches.md, branches.png")
     p.add_argument("--tracking-uri", help="MLflow tracking URI holding the run (default sqlite:///runs/mlflow.db)")
     p.add_argument("--out", help="folder for the trace's files (default runs/traces/<run id>)")
     p.add_argument("--compare-every", type=int, default=25,
@@ -42,6 +46,19 @@ def run(args) -> int:
     from uwbench.tracking import mlflow as tracking
     from uwbench.training import trace as tr
 
+    if args.branches:
+        if not args.out:
+            raise ConfigError("--branches needs --out, the folder for branches.csv, branches.md and branches.png")
+        missing = [d for d in args.branches if not os.path.isfile(os.path.join(d, "meta.json"))]
+        if missing:
+            raise ConfigError(f"not a trace folder (no meta.json): {', '.join(missing)}; write one with "
+                              "`uwbench trace RUN_ID --from ... --to ...`")
+        with open(os.path.join(args.branches[0], "meta.json")) as f:
+            source = json.load(f).get("source", "")  # the first folder names the run
+        print("wrote " + ", ".join(tr.write_branches(args.branches, args.out, source)))
+        return 0
+    if not args.run_id or args.start is None or args.stop is None:
+        raise ConfigError("give RUN_ID, --from and --to (or --branches DIR... to compare traces)")
     uri = tracking.resolve_uri(args.tracking_uri)
     record = tracking.get_run(args.run_id, uri)
     if record is None:

@@ -467,7 +467,8 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
 
 
 def load(out_dir: str) -> TraceResult:
-    """A trace written by ``write_outputs``, read back (to summarise or plot it again without a replay)."""
+    """A trace written by ``write_outputs``, read back (to summarise or plot it again without a replay). A
+    file left out (a branch kept as ``meta.json``, ``steps.csv`` and ``curve.csv`` only) reads as empty."""
     import json
     import os
 
@@ -480,7 +481,7 @@ def load(out_dir: str) -> TraceResult:
 
     def records(name):
         path = os.path.join(out_dir, name)
-        if os.path.getsize(path) <= 1:  # an empty frame's csv
+        if not os.path.exists(path) or os.path.getsize(path) <= 1:  # a file left out, or an empty frame's csv
             return []
         frame = pd.read_csv(path)
         return [{k: (None if isinstance(v, float) and math.isnan(v) and k == "recorded" else v)
@@ -532,3 +533,71 @@ def _growers(result: TraceResult, kind: str, top: int) -> List[str]:
             by.setdefault(r["view"], []).append(r["grad_norm"])
     score = {n: max(g) / max(statistics.median(g), 1e-30) for n, g in by.items() if g}
     return sorted(score, key=lambda n: -score[n])[:top]
+
+
+# ---- branches side by side ----
+
+
+def branch_label(result: TraceResult) -> str:
+    """What a branch changed (``train.lr=3e-4``, ...), or what an unbranched trace is."""
+    if result.changes:
+        return ", ".join(f"train.{k}={v}" for k, v in sorted(result.changes.items()))
+    return "no change (the run)" if result.branch_from is not None else "the run (replay)"
+
+
+def branch_rows(results: Sequence[TraceResult]) -> List[Dict]:
+    """One row per trace: what it changed, its evaluations in the window, its largest loss, its loss rise
+    and gradient onset (None: none)."""
+    rows = []
+    for r in results:
+        row = {"branch": branch_label(r), "from_state": r.branch_from, "window": f"{r.start}-{r.stop}",
+               "max_loss": max((s["loss"] for s in r.steps), default=math.nan),
+               "last_loss": r.steps[-1]["loss"] if r.steps else math.nan,
+               "loss_rise": loss_rise(r), "gradient_onset": r.onset}
+        for c in r.curve:
+            if c["step"] >= r.start:
+                row[f"eval_{c['step']}"] = c["replay"]
+        rows.append(row)
+    return rows
+
+
+def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> List[str]:
+    """``branches.csv``, ``branches.md`` and ``branches.png`` (the training loss per update of each trace)
+    in ``out_dir``, from trace folders (each read by ``load``); returns their paths."""
+    import os
+
+    import pandas as pd
+
+    from uwbench.atomic import write_text
+    from uwbench.report.figures import new_figure, save_png
+
+    results = [load(f) for f in folders]
+    rows = branch_rows(results)
+    frame = pd.DataFrame(rows)
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, n) for n in ("branches.csv", "branches.md", "branches.png")]
+    write_text(paths[0], frame.to_csv(index=False, float_format="%.6g"))
+    shown = frame.copy()
+    for col in shown.columns:
+        if col.startswith("eval_"):
+            shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{100 * v:.1f}%")
+        elif col in ("max_loss", "last_loss"):
+            shown[col] = shown[col].map(lambda v: f"{v:.3f}")
+        elif col in ("loss_rise", "gradient_onset", "from_state"):
+            shown[col] = shown[col].map(lambda v: "none" if v is None or pd.isna(v) else f"{int(v)}")
+    title = f"# Branches of {source or 'a traced run'}\n\n"
+    from uwbench.report.formats import Table, to_markdown
+
+    table = Table(title="branches", columns=[str(c) for c in shown.columns],
+                  rows=[["" if v is None else str(v) for v in row] for row in shown.itertuples(index=False)])
+    write_text(paths[1], title + to_markdown(table))
+    fig = new_figure(8, 4.2)
+    ax = fig.subplots()
+    for r, row in zip(results, rows):
+        ax.plot([s["step"] for s in r.steps], [s["loss"] for s in r.steps], lw=0.8, label=row["branch"])
+    ax.set_xlabel("update")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"{source or 'branches'}: the same weights and batches, one setting changed", fontsize=9)
+    ax.legend(fontsize=7)
+    save_png(fig, paths[2])
+    return paths
