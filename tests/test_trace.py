@@ -212,3 +212,22 @@ def test_a_branch_from_a_saved_state_continues_the_run_and_a_changed_setting_cha
         tr.trace(TINY, 21, 38, progress=False, changes={"lr": "1e-4"})
     with pytest.raises(ValueError, match="the window must start after it"):
         tr.trace(TINY, 15, 38, progress=False, state=state)
+
+
+COMMITTED_BRANCHES = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "reports", "traces", "*", "branches.csv")))
+
+
+@pytest.mark.parametrize("folder", COMMITTED_BRANCHES, ids=[os.path.basename(f) for f in COMMITTED_BRANCHES])
+def test_committed_branches_say_what_their_traces_say(folder, tmp_path):
+    """A committed side-by-side table and figure are what their trace folders give."""
+    import pandas as pd
+
+    from uwbench.report import compare
+
+    names = list(pd.read_csv(os.path.join(folder, "branches.csv"))["trace"])
+    assert main(["trace", "--branches", *[os.path.join(folder, n) for n in names], "--out", str(tmp_path)]) == 0
+    for name in ("branches.csv", "branches.md"):
+        with open(os.path.join(folder, name)) as a, open(tmp_path / name) as b:
+            assert a.read() == b.read(), name
+    with open(os.path.join(folder, "branches.png"), "rb") as a, open(tmp_path / "branches.png", "rb") as b:
+        assert compare.figure_difference(a.read(), b.read()) is None

@@ -226,6 +226,7 @@ def reference_paths(run_path: str, requested: Optional[Sequence[str]] = None) ->
     return ["torch32", "torch64"] + (["native64"] if run_path == "native" else [])
 
 
+MAX_SHOWN_EVALS = 5  # evaluation columns in branches.md
 BRANCH_SETTINGS = ("lr", "clip", "clip_mode")  # train.* settings a branch may change (the model stays the run's)
 
 
@@ -563,7 +564,8 @@ def branch_rows(results: Sequence[TraceResult]) -> List[Dict]:
 
 def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> List[str]:
     """``branches.csv``, ``branches.md`` and ``branches.png`` (the training loss per update of each trace)
-    in ``out_dir``, from trace folders (each read by ``load``); returns their paths."""
+    in ``out_dir``, from trace folders (each read by ``load``; the ``trace`` column names each one's folder,
+    in the order given); returns their paths."""
     import os
 
     import pandas as pd
@@ -571,13 +573,23 @@ def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> Li
     from uwbench.atomic import write_text
     from uwbench.report.figures import new_figure, save_png
 
+    import os as _os
+
     results = [load(f) for f in folders]
-    rows = branch_rows(results)
+    rows = [{"trace": _os.path.basename(_os.path.normpath(f)), **row} for f, row in zip(folders, branch_rows(results))]
     frame = pd.DataFrame(rows)
+    evals = sorted((c for c in frame.columns if c.startswith("eval_")), key=lambda c: int(c[len("eval_"):]))
+    frame = frame[[c for c in frame.columns if not c.startswith("eval_")] + evals]
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, n) for n in ("branches.csv", "branches.md", "branches.png")]
     write_text(paths[0], frame.to_csv(index=False, float_format="%.6g"))
-    shown = frame.copy()
+    evals = [c for c in frame.columns if c.startswith("eval_")]
+    if len(evals) > MAX_SHOWN_EVALS:  # the markdown shows a few, evenly spread (the CSV has them all)
+        keep = {evals[round(i * (len(evals) - 1) / (MAX_SHOWN_EVALS - 1))] for i in range(MAX_SHOWN_EVALS)}
+        frame_shown = frame[[c for c in frame.columns if not c.startswith("eval_") or c in keep]]
+    else:
+        frame_shown = frame
+    shown = frame_shown.copy()
     for col in shown.columns:
         if col.startswith("eval_"):
             shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{100 * v:.1f}%")
@@ -593,11 +605,16 @@ def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> Li
     write_text(paths[1], title + to_markdown(table))
     fig = new_figure(8, 4.2)
     ax = fig.subplots()
+    import textwrap
+
+    labels = [row["branch"] for row in rows]
     for r, row in zip(results, rows):
-        ax.plot([s["step"] for s in r.steps], [s["loss"] for s in r.steps], lw=0.8, label=row["branch"])
+        label = row["branch"] + (f" ({row['window']})" if labels.count(row["branch"]) > 1 else "")
+        ax.plot([s["step"] for s in r.steps], [s["loss"] for s in r.steps], lw=0.8, label=label)
     ax.set_xlabel("update")
     ax.set_ylabel("training loss")
-    ax.set_title(f"{source or 'branches'}: the same weights and batches, one setting changed", fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(f"{source or 'branches'}: the same weights and batches, one setting "
+                                          "changed", 100)), fontsize=9)
     ax.legend(fontsize=7)
     save_png(fig, paths[2])
     return paths
