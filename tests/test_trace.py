@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from uwbench.cli import main
+from uwbench.report import falls
 from uwbench.training import trace as tr
 from uwbench.training.loop import train
 
@@ -103,8 +104,8 @@ def test_a_spike_is_found_at_its_update_and_named_by_its_field(monkeypatch, tmp_
     assert at["run"] > 1.0 and at["native64"] < 1e-9 and at["torch32"] < 1e-3
     assert "onset: update 30" in tr.summary(result)
     # written and read back, it says the same
-    tr.write_outputs(result, str(tmp_path), "x")
-    assert tr.summary(tr.load(str(tmp_path)), "x") == tr.summary(result, "x")
+    falls.write_outputs(result, str(tmp_path), "x")
+    assert tr.summary(falls.load(str(tmp_path)), "x") == tr.summary(result, "x")
 
 
 def test_the_loss_rise_is_the_first_update_well_above_the_window_median():
@@ -167,10 +168,10 @@ def test_a_committed_trace_says_what_its_files_say(folder, tmp_path):
 
     with open(os.path.join(folder, "meta.json")) as f:
         source = json.load(f)["source"]
-    result = tr.load(folder)
+    result = falls.load(folder)
     with open(os.path.join(folder, "summary.md")) as f:
         assert tr.summary(result, source) == f.read()
-    tr.plot(result, str(tmp_path / "trace.png"), source)
+    falls.plot(result, str(tmp_path / "trace.png"), source)
     with open(os.path.join(folder, "trace.png"), "rb") as a, open(tmp_path / "trace.png", "rb") as b:
         assert compare.figure_difference(a.read(), b.read()) is None
 
@@ -194,8 +195,8 @@ def test_a_branch_from_a_saved_state_continues_the_run_and_a_changed_setting_cha
     assert ratio and max(ratio) < 0.5  # lr 1e-4 against the run's 1e-2: much smaller steps
     assert "branch: from the saved state at update 20, continued with train.lr=1e-4" in tr.summary(slower)
     # side by side: one row per trace, named by what it changed, its evaluations in the window
-    tr.write_outputs(straight, str(tmp_path / "run"), "the run")
-    tr.write_outputs(slower, str(tmp_path / "slow"), "the run, lr 1e-4")
+    falls.write_outputs(straight, str(tmp_path / "run"), "the run")
+    falls.write_outputs(slower, str(tmp_path / "slow"), "the run, lr 1e-4")
     assert main(["trace", "--branches", str(tmp_path / "run"), str(tmp_path / "slow"), "--out",
                  str(tmp_path / "side")]) == 0
     import pandas as pd

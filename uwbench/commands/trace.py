@@ -44,6 +44,7 @@ def run(args) -> int:
 
     from uwbench.config import ConfigError
     from uwbench.tracking import mlflow as tracking
+    from uwbench.report import falls
     from uwbench.training import trace as tr
 
     if args.branches:
@@ -55,7 +56,7 @@ def run(args) -> int:
                               "`uwbench trace RUN_ID --from ... --to ...`")
         with open(os.path.join(args.branches[0], "meta.json")) as f:
             source = json.load(f).get("source", "")  # the first folder names the run
-        print("wrote " + ", ".join(tr.write_branches(args.branches, args.out, source)))
+        print("wrote " + ", ".join(falls.write_branches(args.branches, args.out, source)))
         return 0
     if not args.run_id or args.start is None or args.stop is None:
         raise ConfigError("give RUN_ID, --from and --to (or --branches DIR... to compare traces)")
@@ -107,7 +108,7 @@ def run(args) -> int:
                       threads=threads, progress=not args.no_progress, save_state=args.save_state, state=state,
                       changes=changes)
     out = args.out or os.path.join("runs", "traces", args.run_id)
-    written = tr.write_outputs(result, out, source)
+    written = falls.write_outputs(result, out, source)
     print(tr.summary(result, source), end="")
     if args.save_state:
         written.append(args.save_state)
