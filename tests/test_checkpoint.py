@@ -252,3 +252,35 @@ def test_resume_from_the_cli_with_other_flags_is_refused_before_the_run_is_touch
     assert code == 2
     err = capsys.readouterr().err
     assert "another run config" in err and "task.seq_len: stored 5, given 6" in err
+
+
+def test_an_interrupted_run_reads_as_interrupted_not_failed_and_a_resume_clears_the_mark(tracking_uri):
+    """A run stopped by an interruption ends KILLED with the trainer's ``failed`` tag; the report's snapshot
+    reads it as ``killed`` (a report counts its cell incomplete, not failed), and resuming it removes the interruption's
+    tags, so while it runs again it reads ``running``."""
+    from uwbench.report.runs import normalise_mlflow
+    from uwbench.tracking.mlflow import Run, get_run, search_runs
+
+    def stop(step, value):
+        if step >= 20:
+            raise KeyboardInterrupt
+
+    run = Run("interrupted", uri=tracking_uri)
+    with pytest.raises(KeyboardInterrupt):
+        train(KILL_CFG, run=run, report=stop, progress=False, system_metrics=False)
+    rec = get_run(run.run_id, tracking_uri)
+    assert (rec["status"], rec["tags"]["status"]) == ("KILLED", "failed")
+    rows = normalise_mlflow(search_runs(["interrupted"], tracking_uri), "s")
+    assert [r["status"] for r in rows] == ["killed"]
+    # what a resume does first (record.open_run with a checkpoint): the interruption's marks go
+    from uwbench.training import record
+    from uwbench.training.config import resolve_run
+    from uwbench.training.loop import RunResult
+
+    again = Run("interrupted", uri=tracking_uri, run_id=run.run_id)
+    result = RunResult(status="failed", metric="accuracy", num_parameters=1, threads=1, path="eager")
+    result.history = {"step": []}
+    record.open_run(again, resolve_run(KILL_CFG), result, {"step": 20}, 1, "cpu")
+    rows = normalise_mlflow(search_runs(["interrupted"], tracking_uri), "s")
+    assert [r["status"] for r in rows] == ["running"]
+    assert "error" not in get_run(run.run_id, tracking_uri)["tags"]

@@ -80,6 +80,15 @@ def test_a_run_that_collapsed_after_its_best_is_read_up_to_it():
     t = verdicts.Verdicts([], [], None, {"c": g}).regime_table()
     assert t.rows[0][t.columns.index("collapsed late")] == "1 of 2"
     assert t.csv_rows[0][t.csv_columns.index("collapsed")] == 1 and t.csv_rows[0][t.csv_columns.index("runs")] == 2
+    # a run back at the guessing level after its best that then climbs part of the way back collapsed too
+    partial = learned[:28] + [0.11] * 4 + [0.2, 0.22, 0.24, 0.26, 0.28, 0.3, 0.32, 0.34]  # best at 7,000
+    rows = curves({"ok": learned, "partial": partial}).to_dict("records")
+    for run, values in (("ok", learned), ("partial", partial)):
+        for i, v in enumerate(values):
+            rows.append({"run_id": run, "metric": "train_loss", "step": (i + 1) * 250,
+                         "value": 2.25 if 28 <= i < 32 and run == "partial" else (1.9 if run == "partial" and i >= 32 else 0.4)})
+    g = acc(pd.DataFrame(rows), guess_loss=2.25)
+    assert g.collapsed == (7000,)
     # a run that never left the guessing level did not collapse: it never learned
     flat = curves({"a": [0.11] * 40}, loss=2.25)
     assert acc(flat, guess_loss=2.25, paper_steps=2000).collapsed == ()

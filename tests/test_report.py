@@ -614,3 +614,19 @@ def test_the_index_names_untested_claims_and_the_budget_that_would_test_them():
     assert "**t1** (its runs made 2,000 updates, the paper's 10,000): UW beats regular" in text
     assert "--profile paper50" in text and "t2" not in text
     assert index.untested_section([{"id": "t2", "untested": []}]) == ""
+
+
+def test_an_interrupted_run_makes_its_cell_incomplete_not_failed():
+    """A run ended KILLED by an interruption (it resumes) is not a failure: a cell whose final runs are
+    all interrupted reads incomplete, and an interrupted seed beside finished ones is not counted failed."""
+    snap = runs.Snapshot.from_dir(FIXTURE)
+    frame = snap.runs.copy()
+    failed = (frame["cell"] == "dnc-copy-T100") & (frame["status"] == "failed")
+    assert failed.any()
+    frame.loc[failed, "status"] = "killed"
+    s = tables.summarize(fixture_view(), frame).set_index("cell")
+    assert s.loc["dnc-copy-T100", "state"] == tables.INCOMPLETE and s.loc["dnc-copy-T100", "n_failed"] == 0
+    one = (frame["cell"] == "dnc_cuw-copy-T50") & (frame["status"] == "failed")
+    frame.loc[one, "status"] = "killed"
+    s = tables.summarize(fixture_view(), frame).set_index("cell")
+    assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 0 and s.loc["dnc_cuw-copy-T50", "state"] == tables.OK

@@ -20,8 +20,8 @@ A side that has not converged makes a comparison **not testable at this budget**
 the paper's number of updates: the paper's claims are claims at that budget, so there the comparison is
 tested as the paper made it, and the side's state is reported beside the verdict (``Regime.testable``).
 
-A run **collapsed** when its training loss had left the guessing level and is back at it at its last
-evaluation: a late divergence (4 of the 10 paper-size DNC and DNC+UW runs on copy did this, back at the
+A run **collapsed** when its training loss had left the guessing level and is back at it at some
+evaluation after its best one, even if it climbed part of the way back later: a late divergence (4 of the 10 paper-size DNC and DNC+UW runs on copy did this, back at the
 guessing level from 4,750 to 9,750 of their 10,000 updates after reaching 62-87%: docs/findings.md). Its test value measures the weights of its best evaluation
 (the trainer tests the best checkpoint), so its curve is read up to that evaluation, and the cell's
 regime names how many of its runs collapsed and when. Slopes are read per run, each over the last
@@ -49,6 +49,7 @@ CONVERGED, RISING, FALLING, AT_GUESS, UNKNOWN = ("converged", "rising", "falling
 LAST_PART = 0.25  # the tail of the run whose slope is read
 MIN_POINTS = 3  # evaluations the tail needs for a slope
 GUESS_RATIO = 0.95  # training loss at or above this share of the guessing loss: not left it
+LEARNED_RATIO = 0.75  # a collapse needs a run that had learned: its training loss this far below guessing
 WARMUP_PART = 0.1  # the start of a run whose gradient sizes are not counted in ``Regime.grad_peak``
 
 
@@ -102,17 +103,19 @@ def _tail(series: pd.Series) -> pd.Series:
 def _collapse_step(ev: pd.Series, tl: pd.Series, guess_loss: Optional[float], higher_better: bool) -> Optional[int]:
     """The best evaluation's step of a run that collapsed after it, else None.
 
-    A run collapsed when its training loss had left the guessing level and is back at it at its last
-    evaluation: its weights stopped computing anything (a late divergence). Its test value measures its
-    best evaluation's weights, so its curve is read up to that evaluation.
+    A run collapsed when its training loss had clearly left the guessing level (at most ``LEARNED_RATIO``
+    of it by its best evaluation) and is back at it (``GUESS_RATIO``) at some
+    evaluation after its best one: its weights stopped computing anything (a late divergence), whether
+    or not it climbed part of the way back before its last update. Its test value measures its best
+    evaluation's weights, so its curve is read up to that evaluation.
     """
     if guess_loss is None or len(tl) == 0 or len(ev) == 0:
         return None
     at_guess = tl >= GUESS_RATIO * guess_loss
-    if not at_guess.iloc[-1] or at_guess.all():
-        return None
     best = ev.idxmax() if higher_better else ev.idxmin()
-    return int(best) if best < tl.index.max() else None
+    if not (tl[tl.index <= best] <= LEARNED_RATIO * guess_loss).any():
+        return None  # it never clearly learned: hovering near the guessing level is not a collapse
+    return int(best) if at_guess[at_guess.index > best].any() else None
 
 
 def _grad_peak(run: pd.DataFrame) -> Optional[float]:

@@ -254,7 +254,9 @@ def _run_facts(runs: pd.DataFrame) -> Dict[str, str]:
 
     return {
         "finals": f"{len(finals)} final runs ({int((finals['status'] == 'finished').sum())} finished, "
-                  f"{int(finals['status'].isin(['failed', 'killed']).sum())} failed)",
+                  f"{int((finals['status'] == 'failed').sum())} failed"
+                  + (f", {int(finals['status'].isin(['killed', 'running']).sum())} interrupted or running"
+                     if finals["status"].isin(["killed", "running"]).any() else "") + ")",
         "trials": f"{len(trials)} search trials" if len(trials) else "",
         "git_sha": values("git_sha"),
         "spec_hash": values("spec_hash"),

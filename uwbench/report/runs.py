@@ -30,6 +30,7 @@ from uwbench import atomic, axes, metrics
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
+INTERRUPTED = ("running", "killed")  # MLflow statuses of a run that is not over: it resumes
 META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend",
                 "overrides")  # overrides: a --set sweep's values, JSON {section: {key: value}}
 # Times: wall seconds per 100 updates (what the tables compare) and the run's own CPU seconds per 100 (steadier
@@ -208,6 +209,8 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
 
     Parent cell runs (``role=cell``) are left out. ``status`` is the trainer's tag (finished | failed |
     pruned); a run still going has none and gets MLflow's own status in lower case (e.g. ``running``).
+    An interrupted run (ended KILLED, to be resumed) or one resumed and going again (RUNNING) carries
+    the interruption's ``failed`` tag: it reads ``killed`` or ``running``, not failed.
     """
     out = []
     if frame is None or len(frame) == 0:
@@ -231,8 +234,9 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
         row["study"] = row["study"] or study_id
         row["cell"] = row["cell"] or _first(record, "tags.mlflow.runName") or row["run_id"]
         row["role"] = role or "final"
-        if row["status"] is None:
-            row["status"] = str(_first(record, "status") or "unknown").lower()
+        mlflow_status = str(_first(record, "status") or "unknown").lower()
+        if row["status"] is None or (row["status"] == "failed" and mlflow_status in INTERRUPTED):
+            row["status"] = mlflow_status  # still going, or interrupted: its "failed" tag is an interruption's
         if row["writer"] is None and row["model"] is not None:
             row["writer"] = "none"
         out.append(_cast(row))

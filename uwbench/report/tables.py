@@ -89,7 +89,7 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
         finals = g[g["role"] == "final"]
         trials = g[g["role"] == "trial"]
         done = finals[(finals["status"] == "finished") & finals[col].notna()]
-        failed = finals[finals["status"].isin(["failed", "killed"])]
+        failed = finals[finals["status"] == "failed"]  # an interrupted (killed) run resumes: incomplete
         done, n_points = select_grid_point(done, info)
         axes_ = dict(spec_cell.axes) if spec_cell else {}
         first = (done if len(done) else g).iloc[0] if len(g) else None

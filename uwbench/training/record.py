@@ -32,7 +32,7 @@ def open_run(run, resolved, result, saved: Optional[Dict], resumes: int, device)
         run.log_params(flatten(cfg_dict))
         run.log_dict(cfg_dict, "config.json")
     else:
-        run.delete_tags(["error"])  # the interruption's; the run goes on
+        run.delete_tags(["error", "status"])  # the interruption's; the run goes on
         h = result.history
         for i, s in enumerate(h["step"]):
             run.log_metrics({k: h[k][i] for k in h if k != "step" and h[k][i] is not None}, s)
