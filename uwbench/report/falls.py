@@ -8,10 +8,18 @@ A trace folder holds ``trace.csv`` (per update and view), ``steps.csv`` (per upd
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
+import textwrap
 from typing import Dict, List, Sequence
 
+import pandas as pd
+
+from uwbench.atomic import write_text
+from uwbench.report.figures import new_figure, save_png
+from uwbench.report.formats import Table, to_markdown
 from uwbench.training.trace import TraceResult, loss_rise, summary
 
 MAX_SHOWN_EVALS = 5  # evaluation columns in branches.md
@@ -20,13 +28,6 @@ MAX_SHOWN_EVALS = 5  # evaluation columns in branches.md
 def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[str]:
     """``trace.csv`` (per update and view), ``steps.csv``, ``compare.csv``, ``curve.csv``, ``meta.json``,
     ``summary.md`` and ``trace.png`` in ``out_dir``; returns their paths (``load`` reads them back)."""
-    import json
-    import os
-
-    import pandas as pd
-
-    from uwbench.atomic import write_text
-
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for name, rows in (("trace.csv", result.rows), ("steps.csv", result.steps), ("compare.csv", result.compare),
@@ -52,11 +53,6 @@ def write_outputs(result: TraceResult, out_dir: str, source: str = "") -> List[s
 def load(out_dir: str) -> TraceResult:
     """A trace written by ``write_outputs``, read back (to summarise or plot it again without a replay). A
     file left out (a branch kept as ``meta.json``, ``steps.csv`` and ``curve.csv`` only) reads as empty."""
-    import json
-    import os
-
-    import pandas as pd
-
     with open(os.path.join(out_dir, "meta.json")) as f:
         meta = json.load(f)
     meta.pop("source", None)  # what the trace is of: for summary() and plot()
@@ -80,8 +76,6 @@ def load(out_dir: str) -> TraceResult:
 def plot(result: TraceResult, path: str, source: str = "", top: int = 6) -> None:
     """Three panels over the window's updates: the loss, the gradient norm of the tensors that grew most,
     and of the interface fields that grew most (log scale; the clip as a line, the onset marked)."""
-    from uwbench.report.figures import new_figure, save_png
-
     steps = [s["step"] for s in result.steps]
     fig = new_figure(9, 9)
     axes = fig.subplots(3, 1, sharex=True)
@@ -148,17 +142,8 @@ def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> Li
     """``branches.csv``, ``branches.md`` and ``branches.png`` (the training loss per update of each trace)
     in ``out_dir``, from trace folders (each read by ``load``; the ``trace`` column names each one's folder,
     in the order given); returns their paths."""
-    import os
-
-    import pandas as pd
-
-    from uwbench.atomic import write_text
-    from uwbench.report.figures import new_figure, save_png
-
-    import os as _os
-
     results = [load(f) for f in folders]
-    rows = [{"trace": _os.path.basename(_os.path.normpath(f)), **row} for f, row in zip(folders, branch_rows(results))]
+    rows = [{"trace": os.path.basename(os.path.normpath(f)), **row} for f, row in zip(folders, branch_rows(results))]
     frame = pd.DataFrame(rows)
     evals = sorted((c for c in frame.columns if c.startswith("eval_")), key=lambda c: int(c[len("eval_"):]))
     frame = frame[[c for c in frame.columns if not c.startswith("eval_")] + evals]
@@ -180,14 +165,12 @@ def write_branches(folders: Sequence[str], out_dir: str, source: str = "") -> Li
         elif col in ("loss_rise", "gradient_onset", "from_state"):
             shown[col] = shown[col].map(lambda v: "none" if v is None or pd.isna(v) else f"{int(v)}")
     title = f"# Branches of {source or 'a traced run'}\n\n"
-    from uwbench.report.formats import Table, to_markdown
 
     table = Table(title="branches", columns=[str(c) for c in shown.columns],
                   rows=[["" if v is None else str(v) for v in row] for row in shown.itertuples(index=False)])
     write_text(paths[1], title + to_markdown(table))
     fig = new_figure(8, 4.2)
     ax = fig.subplots()
-    import textwrap
 
     labels = [row["branch"] for row in rows]
     for r, row in zip(results, rows):

@@ -20,8 +20,8 @@ A side that has not converged makes a comparison **not testable at this budget**
 the paper's number of updates: the paper's claims are claims at that budget, so there the comparison is
 tested as the paper made it, and the side's state is reported beside the verdict (``Regime.testable``).
 
-A run **collapsed** when its training loss had left the guessing level and is back at it at some
-evaluation after its best one, even if it climbed part of the way back later: a late divergence (4 of the 10 paper-size DNC and DNC+UW runs on copy did this, back at the
+A run **collapsed** when its training loss had clearly left the guessing level (``LEARNED_RATIO``) and is
+back at it at some evaluation after its best one, even if it climbed part of the way back later: a late divergence (4 of the 10 paper-size DNC and DNC+UW runs on copy did this, back at the
 guessing level from 4,750 to 9,750 of their 10,000 updates after reaching 62-87%: docs/findings.md). Its test value measures the weights of its best evaluation
 (the trainer tests the best checkpoint), so its curve is read up to that evaluation, and the cell's
 regime names how many of its runs collapsed and when. Slopes are read per run, each over the last

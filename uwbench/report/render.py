@@ -30,7 +30,7 @@ import pandas as pd
 
 from uwbench import atomic
 from uwbench.report import figures, formats, pareto, protocols, search, tables, timing, verdicts
-from uwbench.report.runs import Snapshot, to_csv_text
+from uwbench.report.runs import INTERRUPTED, Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
@@ -252,11 +252,11 @@ def _run_facts(runs: pd.DataFrame) -> Dict[str, str]:
     def values(col):
         return ", ".join(sorted({str(v) for v in runs[col] if isinstance(v, str) and v})) or "—"
 
+    going = int(finals["status"].isin(INTERRUPTED).sum())  # not over: they resume
     return {
         "finals": f"{len(finals)} final runs ({int((finals['status'] == 'finished').sum())} finished, "
                   f"{int((finals['status'] == 'failed').sum())} failed"
-                  + (f", {int(finals['status'].isin(['killed', 'running']).sum())} interrupted or running"
-                     if finals["status"].isin(["killed", "running"]).any() else "") + ")",
+                  + (f", {going} interrupted or running" if going else "") + ")",
         "trials": f"{len(trials)} search trials" if len(trials) else "",
         "git_sha": values("git_sha"),
         "spec_hash": values("spec_hash"),

@@ -53,6 +53,7 @@ class View:
 
     name: str
     param: torch.nn.Parameter
+    param_name: str  # the parameter's name in the model (a reference model's is looked up by it)
     columns: Optional[slice] = None  # None: the whole tensor
     kind: str = "tensor"  # "tensor" | "field"
 
@@ -63,14 +64,14 @@ class View:
 def views(model: torch.nn.Module) -> List[View]:
     """Every parameter tensor, plus one view per interface field of a memory model (the column blocks of
     ``w_xi``, from the memory's ``interface_fields()``)."""
-    out = [View(name, p) for name, p in model.named_parameters()]
+    out = [View(name, p, name) for name, p in model.named_parameters()]
     memory = getattr(model, "memory", None)
     w_xi = getattr(model, "w_xi", None)
     fields = getattr(memory, "interface_fields", None)
     if w_xi is not None and fields is not None:
         start = 0
         for name, width in fields():
-            out.append(View(f"w_xi[{name}]", w_xi, slice(start, start + width), "field"))
+            out.append(View(f"w_xi[{name}]", w_xi, "w_xi", slice(start, start + width), "field"))
             start += width
         if start != w_xi.shape[1]:
             raise ValueError(f"the memory's interface fields cover {start} columns, w_xi has {w_xi.shape[1]}")
@@ -98,16 +99,16 @@ class TraceResult:
     branch_from: Optional[int] = None  # the update of the state a branch started from (None: a replay from the start)
     changes: Dict = field(default_factory=dict)  # the settings a branch changed
 
+    def checked(self) -> List[Dict]:
+        """The evaluations the replay is checked on: those with a recorded value, and for a branch with
+        changed settings only those up to its branch point (after it, it is meant to differ)."""
+        branched = bool(self.changes) and self.branch_from is not None
+        return [c for c in self.curve if c["recorded"] is not None and not (branched and c["step"] > self.branch_from)]
+
     def replay_departs(self, tol: float = 1e-6) -> Optional[int]:
-        """The first evaluation step where the replay's value differs from the recorded one by more than
-        ``tol`` (None: the replay is the run, as far as the recorded curve tells). A branch with changed
-        settings is checked only up to its branch point: after it, it is meant to differ."""
-        for c in self.curve:
-            if self.changes and self.branch_from is not None and c["step"] > self.branch_from:
-                break
-            if c["recorded"] is not None and abs(c["replay"] - c["recorded"]) > tol:
-                return c["step"]
-        return None
+        """The first checked evaluation where the replay's value differs from the recorded one by more than
+        ``tol`` (None: the replay is the run, as far as the recorded curve tells)."""
+        return next((c["step"] for c in self.checked() if abs(c["replay"] - c["recorded"]) > tol), None)
 
 
 
@@ -142,8 +143,7 @@ class _Observer:
         params = [p.detach().clone() for p in self.model.parameters()]
         if self.previous is not None:  # the update of step - 1 is now applied: record its size
             by_param = {id(p): (now - before) for p, now, before in zip(self.model.parameters(), params, self.previous)}
-            for row in r.rows[-len(self.views):]:
-                view = self._view(row["view"])
+            for row, view in zip(r.rows[-len(self.views):], self.views):  # the last update's rows, in view order
                 row["update_norm"] = float(view.of(by_param[id(view.param)]).norm())
         self.previous = params
         if step < r.start:
@@ -167,9 +167,6 @@ class _Observer:
             self._compare(step, batch)
         if step >= r.stop:
             raise _TraceDone()
-
-    def _view(self, name: str) -> View:
-        return next(v for v in self.views if v.name == name)
 
     def _reference(self, path: str) -> torch.nn.Module:
         """A copy of the model on the reference ``path`` (built once, its weights set at each compare)."""
@@ -201,8 +198,7 @@ class _Observer:
                 params = dict(ref.named_parameters())
                 grads[path] = {}
                 for v in self.views:
-                    name = next(n for n, p in self.model.named_parameters() if p is v.param)
-                    g = params[name].grad
+                    g = params[v.param_name].grad
                     if g is not None:
                         grads[path][v.name] = v.of(g).detach().double()
         reference = grads.get(REFERENCE)
@@ -378,8 +374,7 @@ def summary(result: TraceResult, source: str = "") -> str:
     whether the paths agree there."""
     lines = [f"# Trace of {source or 'a run'}: updates {result.start}-{result.stop}", ""]
     departs = result.replay_departs()
-    checked = [c for c in result.curve if c["recorded"] is not None
-               and not (result.changes and result.branch_from is not None and c["step"] > result.branch_from)]
+    checked = result.checked()
     if not checked:
         lines.append("- replay: no recorded curve to check it against")
     elif departs is None:
