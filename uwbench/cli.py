@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional
 
 # Order is the order shown by `uwbench --help`.
-COMMANDS = ("demo", "ls", "train", "params", "validate", "sweep", "report", "leaderboard", "theory", "trace",
+COMMANDS = ("demo", "ls", "train", "params", "validate", "sweep", "restore", "report", "leaderboard", "theory", "trace",
             "bench", "data")
 
 

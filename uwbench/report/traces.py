@@ -19,6 +19,7 @@ import pandas as pd
 MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
 TRACE_SAMPLES = 1  # sequences traced per cell
+RESTORED_TRACE = "restored/trace.csv"  # a run restored from a snapshot (``uwbench restore``): its traces.csv rows
 
 
 def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:
@@ -54,6 +55,9 @@ def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], s
 
     try:
         with tempfile.TemporaryDirectory() as d:
+            restored = _restored_trace(run_id, uri, d)
+            if restored is not None:  # a run restored from a report's snapshot: its trace, not its weights
+                return restored, ""
             cfg_path = tracking.download_artifact(run_id, "config.json", uri, d)
             ckpt_path = tracking.download_artifact(run_id, "checkpoint/best.pt", uri, d)
             with open(cfg_path, encoding="utf-8") as f:
@@ -61,6 +65,24 @@ def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], s
             return trace_checkpoint(config, ckpt_path)
     except Exception as exc:  # noqa: BLE001 - a trace is optional: say why and go on
         return None, f"{type(exc).__name__}: {exc}"
+
+
+def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Dict]:
+    """The arrays of a run restored from a snapshot (``uwbench restore``), which kept its trace's rows as an
+    artifact; None for a run with weights (every trained run)."""
+    from uwbench.report import runs as runs_mod
+    from uwbench.tracking import mlflow as tracking
+
+    run = tracking.get_run(run_id, uri)
+    if run is None or not run["tags"].get("restored_run_id"):
+        return None
+    path = tracking.download_artifact(run_id, RESTORED_TRACE, uri, folder)
+    with open(path, encoding="utf-8") as f:
+        snap = runs_mod.Snapshot(runs_mod.runs_text([]), traces=f.read())
+    entries = list(snap.traces().values())
+    if not entries:
+        raise ValueError(f"restored run {run_id} holds an empty {RESTORED_TRACE}")
+    return entries[0]["arrays"]
 
 
 def trace_checkpoint(config: Mapping, checkpoint_path: str) -> Tuple[Optional[Dict], str]:

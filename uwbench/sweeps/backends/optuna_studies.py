@@ -277,6 +277,21 @@ class Studies:
                         {**job.params, axes.SEED_PARAM: job.seed},
                         user_attrs={"job_key": key, "index": job.index, **job.extra}, skip_if_exists=False)
 
+    def add_restored(self, cell_id: str, job: "planning.FinalJob", space: Dict[str, Any], value: float,
+                     test: Optional[float], best_eval: Optional[float], run_id: str, origin: str) -> None:
+        """A final job whose run is restored from a report's snapshot (``sweeps/restore.py``): a COMPLETE
+        trial with the job's key, params and objective, pointing at the restored MLflow run."""
+        import optuna
+
+        distributions = {name: optuna.distributions.CategoricalDistribution(list(param.values))
+                         for name, param in space.items()}
+        attrs = {"job_key": job.key(cell_id), "index": job.index, **job.extra, "status": "finished",
+                 "mlflow_run_id": run_id, "restored_run_id": origin, "machine": self.s.ctx.machine}
+        attrs.update({k: v for k, v in (("test", test), ("eval", best_eval)) if v is not None})
+        trial = optuna.trial.create_trial(params=dict(job.params), distributions=distributions, value=value,
+                                          user_attrs=attrs, state=optuna.trial.TrialState.COMPLETE)
+        self.studies[(cell_id, "final")].add_trial(trial)
+
     def _orphans(self, cell_id: str, phase: str, have: Dict[str, List[Any]]) -> None:
         for trials in have.values():
             last = max(trials, key=lambda t: t.number)

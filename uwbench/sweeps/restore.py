@@ -1,0 +1,254 @@
+"""Put a committed report's finished runs back into an MLflow store and the Optuna storage, so that a sweep on
+a machine that never held them (or lost them) resumes where the report left off instead of training them again.
+
+A report's snapshot (``runs.csv``, ``curves.csv``, ``traces.csv``) is the record of a study that outlives the
+machine its sweep ran on. ``restore`` takes from it every finished final run of the run set being planned
+(the same study, profile, spec hash and backend) and, for each one the stores do not hold yet:
+
+- an MLflow child run under its cell's parent run, named and tagged as the sweep names and tags it, with the
+  resolved config as params and ``config.json``, the snapshot's numbers as metrics, its learning curves
+  (``curves.csv``) as metric histories, its memory trace (``traces.csv``, where the report kept one) as the
+  artifact ``report.traces.RESTORED_TRACE``, and the tags ``restored_from`` (the snapshot folder) and
+  ``restored_run_id`` (the run id the snapshot names);
+- a COMPLETE trial in the cell's Optuna study, with its job key, seed and objective, pointing at that run.
+
+The weights are not in a snapshot: a restored run cannot be traced again or resumed, and it is never trained
+again. Every restored run is read back through the report's own reader and must give the snapshot's row
+(run id aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
+same snapshot twice adds nothing. Only faithful studies are restored (a tuned study's final runs depend on its
+search trials, which a snapshot holds only in part).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from uwbench import axes
+from uwbench.spec import Plan
+from uwbench.sweeps import common, locks, planning
+from uwbench.sweeps.planning import Context
+
+RESTORED_FROM = "restored_from"  # tag: the snapshot folder a restored run came from
+RESTORED_RUN_ID = "restored_run_id"  # tag: the run id the snapshot names for it
+COMPARED_AWAY = ("run_id",)  # the one column a restored run may not keep
+
+
+class RestoreError(common.SweepError):
+    """A snapshot cannot be restored; the message names what is wrong and what to do."""
+
+
+@dataclass
+class Restored:
+    """What ``restore`` did: runs written, runs the stores already held, rows of the snapshot it left out."""
+
+    written: List[Tuple[str, int, str]] = field(default_factory=list)  # (cell, seed, new run id)
+    present: List[Tuple[str, int]] = field(default_factory=list)
+    left_out: Dict[str, int] = field(default_factory=dict)  # reason -> rows
+
+    def lines(self) -> List[str]:
+        out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores"]
+        out += [f"  {cell} seed {seed}: MLflow run {run_id}" for cell, seed, run_id in self.written]
+        out += [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
+        return out
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
+
+
+def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str, int]]:
+    """The snapshot rows that are finished final runs of ``plan``'s run set, and the others counted by why."""
+    kept, left = [], {}
+
+    def leave(why: str) -> None:
+        left[why] = left.get(why, 0) + 1
+
+    cells = {c.id for c in plan.cells}
+    wanted_overrides = json.dumps(plan.overrides, sort_keys=True) if plan.overrides else ""
+    for row in runs.to_dict("records"):
+        if row.get("role") != "final":
+            leave("that are not final runs")
+        elif row.get("status") != "finished":
+            leave(f"with status {row.get('status')!r} (only finished runs are restored)")
+        elif row.get("spec_hash") != plan.spec_hash or row.get("profile") != plan.profile:
+            leave(f"of another run set (profile {row.get('profile')}, spec hash {row.get('spec_hash')})")
+        elif (row.get("backend") or "optuna") != backend:
+            leave(f"swept with the {row.get('backend')} backend")
+        elif (row.get("overrides") if _present(row.get("overrides")) else "") != wanted_overrides:
+            leave("made with other --set values")
+        elif row.get("cell") not in cells:
+            leave("of cells not planned (--cells)")
+        else:
+            kept.append(row)
+    return kept, left
+
+
+def _job_for(plan: Plan, row: Mapping) -> planning.FinalJob:
+    """The planned final job the row is a run of (by seed and grid point)."""
+    seed = int(row["seed"])
+    grid = json.loads(row["search_params"]) if _present(row.get("search_params")) else {}
+    for job in planning.final_jobs(plan, row["cell"], []):
+        if job.seed == seed and {k: v for k, v in job.params.items() if k != axes.SEED_PARAM} == grid:
+            return job
+    raise RestoreError(f"snapshot run {row['run_id']} ({row['cell']}, seed {seed}, params {grid}) is no run the "
+                       f"study plans: restore it with the study file and --profile/--set it was swept with")
+
+
+def _tags(ctx: Context, job: common.Job, row: Mapping, folder: str, resolved) -> Dict[str, object]:
+    from uwbench.report import runs as runs_mod
+
+    tags = common.child_tags(job, resolved)
+    metric_cols = set(runs_mod.METRIC_COLUMNS)
+    for col in runs_mod.columns():  # the snapshot's own values win: they are what the run recorded
+        if col in metric_cols or col in COMPARED_AWAY or not _present(row.get(col)):
+            continue
+        value = row[col]
+        if col in runs_mod.int_columns() and isinstance(value, float):
+            value = int(value)
+        tags[col] = value
+    tags.update({"status": "finished", RESTORED_FROM: folder, RESTORED_RUN_ID: row["run_id"]})
+    return tags
+
+
+def _log_curves(run, curves) -> None:
+    from mlflow.entities import Metric
+
+    items = [Metric(str(r["metric"]), float(r["value"]), 0, int(r["step"])) for r in curves.to_dict("records")]
+    for i in range(0, len(items), 1000):  # MLflow takes at most 1,000 metrics a batch
+        run.client.log_batch(run.run_id, metrics=items[i : i + 1000])
+
+
+def _write_run(ctx: Context, job: common.Job, row: Mapping, snap, folder: str) -> str:
+    from uwbench.config import flatten
+    from uwbench.report import runs as runs_mod, traces as traces_mod
+    from uwbench.tracking.mlflow import Run
+    from uwbench.training.config import resolve_run
+
+    resolved = resolve_run(job.config()).as_dict()
+    run = Run(job.study, run_name=job.run_name, tags=_tags(ctx, job, row, folder, resolved),
+              parent_run_id=job.parent_run_id, uri=job.uri, experiment_id=job.experiment_id)
+    try:
+        run.log_params(flatten(resolved))
+        run.log_dict(resolved, "config.json")
+        curves = snap.curves[snap.curves["run_id"] == row["run_id"]] if len(snap.curves) else snap.curves
+        if len(curves):
+            _log_curves(run, curves)
+        last = int(row["steps"]) if _present(row.get("steps")) else 0
+        run.log_metrics({c: row[c] for c in runs_mod.METRIC_COLUMNS if _present(row.get(c))}, last)
+        t = snap.traces_frame
+        trace = t[t["run_id"] == row["run_id"]].to_dict("records") if len(t) else []
+        if trace:
+            run.log_text(runs_mod.to_csv_text(runs_mod.TRACE_COLUMNS, trace), traces_mod.RESTORED_TRACE)
+        run.end("FINISHED")
+    except BaseException:
+        run.end("FAILED")
+        raise
+    return run.run_id
+
+
+def _curve_points(curves) -> set:
+    from uwbench.report import runs as runs_mod
+
+    return {(str(r["metric"]), int(r["step"]), runs_mod.format_value(float(r["value"])))
+            for r in curves.to_dict("records")}
+
+
+def _check_round_trip(plan: Plan, row: Mapping, snap, run_id: str, uri: str) -> None:
+    """The restored run, read as a report reads MLflow, must give the snapshot's row and curves."""
+    import pandas as pd
+
+    from uwbench.report import runs as runs_mod
+    from uwbench.tracking import mlflow as tracking
+
+    frame = tracking.search_runs([plan.id], uri, filter_string=f"attributes.run_id = '{run_id}'")
+    rows = runs_mod.normalise_mlflow(frame, plan.id)
+    history = pd.DataFrame([{"run_id": r, "metric": m, "step": int(s), "value": v} for r, m, s, v in
+                            tracking.metric_histories([run_id], runs_mod.CURVE_METRICS, uri)],
+                           columns=list(runs_mod.CURVE_COLUMNS))
+    text = runs_mod.runs_text(runs_mod.with_steps(rows, history))
+    back = runs_mod.read_csv_text(text, runs_mod.numeric_columns()).to_dict("records")
+    if len(back) != 1:
+        raise RestoreError(f"restored run {run_id} cannot be read back from {uri} ({len(back)} rows)")
+    got = back[0]
+    differ = [c for c in runs_mod.columns() if c not in COMPARED_AWAY
+              and runs_mod.format_value(_blank(got.get(c))) != runs_mod.format_value(_blank(row.get(c)))]
+    if differ:
+        raise RestoreError(f"restored run {run_id} (snapshot run {row['run_id']}) reads back with other values in "
+                           f"{', '.join(differ)}: " + "; ".join(f"{c}: {row.get(c)!r} -> {got.get(c)!r}"
+                                                              for c in differ[:4]))
+    want = snap.curves[snap.curves["run_id"] == row["run_id"]] if len(snap.curves) else snap.curves
+    if _curve_points(history) != _curve_points(want):
+        raise RestoreError(f"restored run {run_id} (snapshot run {row['run_id']}) reads back with other learning "
+                           "curves than the snapshot's")
+
+
+def _blank(value):
+    return None if not _present(value) else value
+
+
+def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str] = None,
+            experiment: Optional[str] = None, storage: Optional[str] = None, out=print) -> Restored:
+    """Restore the snapshot in ``folder`` (a report folder) into the stores ``plan`` sweeps into (module
+    docstring). Holds the study's lock: no sweep of it may run meanwhile on this machine."""
+    from uwbench.report import runs as runs_mod
+    from uwbench.sweeps.backends.optuna_studies import Settings, Studies, open_storage, phase_space
+    from uwbench.sweeps.storage import storage_url
+
+    if backend != "optuna":
+        raise RestoreError(f"restore writes the optuna backend's storage; the {backend} backend keeps no trials "
+                           "of its own to restore into (sweep with --backend optuna)")
+    if plan.mode != "faithful":
+        raise RestoreError(f"study {plan.id} is {plan.mode}: only faithful studies are restored (a tuned study's "
+                           "final runs depend on search trials a snapshot holds only in part)")
+    if not os.path.isfile(os.path.join(folder, "runs.csv")):
+        raise RestoreError(f"no runs.csv in {folder}: give the report folder of the study "
+                           f"(e.g. reports/{plan.id})")
+    snap = runs_mod.Snapshot.from_dir(folder)
+    rows, left = candidates(plan, snap.runs, backend)
+    result = Restored(left_out=left)
+    space = phase_space(plan, "final")
+    kinds = sorted({type(p).__name__ for p in space.values()} - {"ChoiceParam"})
+    if kinds:
+        raise RestoreError(f"study {plan.id}'s final runs are drawn from {', '.join(kinds)} params: only grids of "
+                           "choices are restored")
+    jobs = [(row, _job_for(plan, row)) for row in rows]
+    with locks.study_lock(plan) as lock_path:
+        uri, experiment_id, cell_runs = common.setup_tracking(plan, uri, experiment, backend)
+        ctx = Context(plan=plan, backend=backend, uri=uri, experiment_id=experiment_id, cell_runs=cell_runs,
+                      lock_path=lock_path)
+        settings = Settings(ctx=ctx, storage=storage_url(plan, storage), heartbeat_interval=10, grace_period=60,
+                            max_retries=0, devices=[None])
+        store, retry = open_storage(settings)
+        studies = Studies(settings, store, retry, create=True)
+        try:
+            for row, final in jobs:
+                key = final.key(row["cell"])
+                if key in studies.by_key(row["cell"], "final"):
+                    result.present.append((row["cell"], int(row["seed"])))
+                    continue
+                job = ctx.job(row["cell"], "final", final.params, final.seed, final.index, final.extra)
+                run_id = _write_run(ctx, job, row, snap, folder)
+                _check_round_trip(plan, row, snap, run_id, uri)
+                studies.add_restored(row["cell"], final, space, *objective_of(plan, row), run_id, row["run_id"])
+                result.written.append((row["cell"], final.seed, run_id))
+                out(f"  restored {row['cell']} seed {final.seed} (snapshot run {row['run_id']}) as {run_id}")
+        finally:
+            records, _ = studies.records()
+            common.close_cell_runs(plan, experiment_id, cell_runs, records, uri,
+                                   planning.finished_cells(plan, records))
+    return result
+
+
+def objective_of(plan: Plan, row: Mapping) -> Tuple[float, Optional[float], Optional[float]]:
+    """(objective value, test value, best evaluation value) of a snapshot row, as a finished trial records them."""
+    objective = plan.objective.as_metric
+    value = row.get(plan.objective.run_metric)
+    if not _present(value):
+        raise RestoreError(f"snapshot run {row['run_id']} has no {plan.objective.run_metric}: it cannot be told to "
+                           "Optuna as finished")
+    test, best = row.get(objective.at("test").key), row.get(objective.at("best_eval").key)
+    return float(value), (float(test) if _present(test) else None), (float(best) if _present(best) else None)
+
