@@ -154,5 +154,5 @@ def test_the_command_restores_and_says_how_to_resume(committed, tmp_path, capsys
     assert main(["restore", STUDY, "--from", committed, "--profile", "smoke", "--tracking-uri", uri,
                  "--storage", storage]) == 0
     out = capsys.readouterr().out
-    assert f"restored {_plan().n_runs()} run(s); 0 already in the stores" in out
+    assert f"restored {_plan().n_runs()} run(s); 0 already in the stores (planned or run)" in out
     assert f"resume with: uwbench sweep {STUDY} --profile smoke --tracking-uri {uri} --storage {storage}" in out

@@ -12,8 +12,8 @@ machine its sweep ran on. ``restore`` takes from it every finished final run of 
   ``restored_run_id`` (the run id the snapshot names);
 - a COMPLETE trial in the cell's Optuna study, with its job key, seed and objective, pointing at that run.
 
-The weights are not in a snapshot: a restored run cannot be traced again or resumed, and it is never trained
-again. Every restored run is read back through the report's own reader and must give the snapshot's row
+The weights are not in a snapshot: a restored run is never trained again; its ``config.json`` is the cell's
+config as this code resolves it (``uwbench trace`` replays from it and checks the replay against the curve). Every restored run is read back through the report's own reader and must give the snapshot's row
 (run id aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
 same snapshot twice adds nothing. Only faithful studies are restored (a tuned study's final runs depend on its
 search trials, which a snapshot holds only in part).
@@ -49,7 +49,7 @@ class Restored:
     left_out: Dict[str, int] = field(default_factory=dict)  # reason -> rows
 
     def lines(self) -> List[str]:
-        out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores"]
+        out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores (planned or run)"]
         out += [f"  {cell} seed {seed}: MLflow run {run_id}" for cell, seed, run_id in self.written]
         out += [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
         return out
@@ -75,7 +75,7 @@ def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str,
             leave(f"with status {row.get('status')!r} (only finished runs are restored)")
         elif row.get("spec_hash") != plan.spec_hash or row.get("profile") != plan.profile:
             leave(f"of another run set (profile {row.get('profile')}, spec hash {row.get('spec_hash')})")
-        elif (row.get("backend") or "optuna") != backend:
+        elif (row["backend"] if _present(row.get("backend")) else "optuna") != backend:
             leave(f"swept with the {row.get('backend')} backend")
         elif (row.get("overrides") if _present(row.get("overrides")) else "") != wanted_overrides:
             leave("made with other --set values")
