@@ -410,7 +410,11 @@ def dnc_read(state: DNCState, iface: DNCInterface) -> Tuple[torch.Tensor, DNCSta
     read weights."""
     content = content_weighting(state.memory, iface.read_keys, iface.read_strengths)  # (B, R, N)
     wr = read_weighting(state.link, state.read_weights, content, iface.read_modes)  # (B, R, N)
-    return read_memory(state.memory, wr), state._replace(read_weights=wr)
+    # A new DNCState, not ``state._replace``: Dynamo in torch 2.11 cannot return the tuple that ``_replace``
+    # builds (through ``_make``) from a compiled step (AssertionError in side_effects.codegen_save_tempvars;
+    # every DNC case of the compiled-step GPU test failed so on an H100, 2026-11-27); the constructor compiles.
+    return read_memory(state.memory, wr), DNCState(state.memory, state.usage, state.precedence, state.link,
+                                                   state.write_weights, wr)
 
 
 # ---- the Memory implementation ----
