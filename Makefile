@@ -17,7 +17,7 @@ PAPER_CPU_REPORTS ?= runs/reports
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-slow test-gpu lint bench paper-cpu mlflow-ui dashboard clean
+.PHONY: install demo test test-slow test-gpu lint bench paper-cpu paper50 mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -44,6 +44,14 @@ bench: install
 
 paper-cpu: install
 	for s in $(PAPER_STUDIES); do $(PY) -m uwbench sweep studies/$$s.yaml --profile cpu --workers 2 && $(PY) -m uwbench report studies/$$s.yaml --profile cpu --out $(PAPER_CPU_REPORTS) || exit $$?; done
+
+# Tables 1 and 2 at the paper's size, continued from their committed reports: each report's finished runs are
+# restored into runs/ (`uwbench restore`: nothing is trained twice, on this machine or a new one), the runs it
+# lacks are swept, and the report is rebuilt in reports/. WORKERS=1 leaves a core free.
+WORKERS ?= 2
+PAPER50_STUDIES ?= table1_memorization table2_reasoning
+paper50: install
+	for s in $(PAPER50_STUDIES); do $(PY) -m uwbench restore studies/$$s.yaml && $(PY) -m uwbench sweep studies/$$s.yaml --workers $(WORKERS) && $(PY) -m uwbench report studies/$$s.yaml || exit $$?; done
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
