@@ -108,3 +108,27 @@ def test_a_report_still_showing_the_other_run_set_says_so_instead_of_comparing_i
     assert "**Protocols side by side.** This report's runs are the run set 'decoder writes'" in text
     assert "decoder_write=true" in text and "read-only decoder, has no runs in this snapshot yet" in text
     assert not (folder / "protocols.csv").exists()
+
+
+def test_the_protocols_figure_draws_every_seed_of_every_run_set_and_the_readme_shows_it(report):
+    rep, folder = report
+    assert (folder / "protocols.png").stat().st_size > 0
+    assert "![" in (text := (folder / "README.md").read_text(encoding="utf-8")) and "(protocols.png)" in text
+    own = runs.Snapshot.from_dir(str(folder))  # the report's own snapshot, as written
+    other = runs.Snapshot.from_dir(str(folder / "decoder_writes"))
+    pts = protocols.points(_view(), protocols.RunSet("read-only decoder", own.runs, own.curves),
+                           [protocols.RunSet("decoder writes", other.runs, other.curves, "decoder_writes")])
+    summary = rep.summary.set_index("cell")
+    assert [label for label, _ in pts.sets] == ["read-only decoder", "decoder writes"]
+    for cell, seeds in pts.sets[0][1].items():  # the study's own set: exactly the table's per-seed values
+        assert seeds == pytest.approx(summary.loc[cell]["samples"])
+    uw = "dnc_uw-copy-T50"
+    assert [a - b for a, b in zip(pts.sets[0][1][uw], pts.sets[1][1][uw])] == pytest.approx([20.0] * len(pts.sets[0][1][uw]))
+    assert pts.paper[uw] == pytest.approx(97.7)
+
+
+def test_without_other_run_sets_there_is_no_protocols_figure(tmp_path):
+    snap = runs.Snapshot.from_dir(FIXTURE)
+    render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
+    assert not (tmp_path / "r" / "protocols.png").exists()
+    assert protocols.points(_view(), protocols.RunSet("own", snap.runs, snap.curves), []) is None

@@ -82,6 +82,41 @@ def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 
 
+def protocols_dots(points, metric: str = "accuracy"):
+    """Each cell under every protocol's run set (``report.protocols.points``): a row per cell, a colour per run
+    set, a dot per seed and a bar at the mean, the paper's value as a black x; what the protocol changes, cell
+    by cell."""
+    if points is None:
+        return None
+    info = metric_info(metric)
+    cells = list(points.cells)
+    k = len(points.sets)
+    fig = new_figure(7.5, 0.55 * len(cells) * max(1, k) / 1.6 + 1.6)
+    ax = fig.subplots()
+    colors = _colors(k)
+    step = 0.7 / max(1, k)
+    for j, (label, values) in enumerate(points.sets):
+        for i, cell in enumerate(cells):
+            y = len(cells) - 1 - i + (k - 1) / 2 * step - j * step
+            seeds = values.get(cell, ())
+            if not seeds:
+                continue
+            ax.scatter(seeds, [y] * len(seeds), color=colors[j], s=18, alpha=0.6, zorder=2)
+            ax.plot([float(np.mean(seeds))] * 2, [y - step * 0.45, y + step * 0.45], color=colors[j], linewidth=2.5,
+                    zorder=3)
+        ax.scatter([], [], color=colors[j], s=18, label=f"{label} (dots: seeds, bar: mean)")
+    for i, cell in enumerate(cells):
+        if cell in points.paper:
+            ax.scatter([points.paper[cell]], [len(cells) - 1 - i], marker="x", color="black", s=55, zorder=4)
+    ax.scatter([], [], marker="x", color="black", s=55, label="paper")
+    ax.set_yticks(range(len(cells)), list(reversed(cells)))
+    ax.set_xlabel(info["name"] + (f" ({info['unit']})" if info["unit"] else ""))
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07 if len(cells) > 6 else -0.2), ncol=1, fontsize=8)
+    ax.set_title("Each cell under each protocol")
+    return fig
+
+
 def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
     """One axes per controller and task (where they vary; the ablation's panels a and c), a series per
     model + writer (and cache size L, hidden size, ... where they tell cells apart: ``label_flags``) with

@@ -124,6 +124,32 @@ def table(study: StudyView, own: RunSet, others: List[RunSet]) -> Optional[forma
                          csv_rows=csv_rows, notes=notes)
 
 
+@dataclass(frozen=True)
+class Points:
+    """What the protocols figure draws: each cell's per-seed values under every run set, and the paper's."""
+
+    cells: List[str]
+    sets: List[tuple]  # (label, {cell: per-seed values}) in the table's order, the study's own set first
+    paper: dict  # cell -> the paper's value (cells without one are left out)
+
+
+def points(study: StudyView, own: RunSet, others: List[RunSet]) -> Optional[Points]:
+    """The per-seed values of every cell under each run set (the table's data, seed by seed); None without
+    other run sets or without a finished run in any set."""
+    if not others:
+        return None
+    sets = [own] + others
+    summaries = [tables.summarize(study, s.runs).set_index("cell") for s in sets]
+    cells = list(summaries[0].index)
+    drawn = [(s.label, {c: tuple(summ.loc[c]["samples"]) for c in cells
+                        if c in summ.index and summ.loc[c]["state"] == tables.OK}) for s, summ in zip(sets, summaries)]
+    if not any(values for _, values in drawn):
+        return None
+    paper = {c: float(summaries[0].loc[c]["paper"]) for c in cells
+             if summaries[0].loc[c]["paper"] is not None and not _nan(summaries[0].loc[c]["paper"])}
+    return Points(cells=cells, sets=drawn, paper=paper)
+
+
 def _key(i: int) -> str:
     return "this" if i == 0 else f"other{i}"
 

@@ -86,8 +86,9 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
         _write(os.path.join(folder, "time.tex"), formats.to_latex(ttable), files)
     verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
-    prot = protocols.table(study, protocols.RunSet(study.protocol_label, runs, snap.curves),
-                           protocols.load_others(study, folder))
+    own_set, other_sets = protocols.RunSet(study.protocol_label, runs, snap.curves), protocols.load_others(study, folder)
+    prot = protocols.table(study, own_set, other_sets)
+    prot_points = protocols.points(study, own_set, other_sets) if prot is not None and prot.columns else None
     if prot is not None and prot.columns:
         _write(os.path.join(folder, "protocols.md"), formats.to_markdown(prot), files)
         _write(os.path.join(folder, "protocols.csv"), to_csv_text(*_csv_args(prot)), files)
@@ -99,7 +100,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, "pareto.csv"), to_csv_text(*_csv_args(ptable)), files)
 
     # figures
-    made = _figures(study, snap, runs, summary)
+    made = _figures(study, snap, runs, summary, prot_points)
     if points is not None:
         made = {**_pareto_figure(study, points), **made}
     pngs = []
@@ -147,9 +148,14 @@ def claim_cells(summary: pd.DataFrame, claim_id: str) -> pd.DataFrame:
     return done.loc[sorted(keep)] if keep else done.iloc[0:0]
 
 
-def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame) -> Dict[str, tuple]:
+def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame,
+             prot_points=None) -> Dict[str, tuple]:
     made: Dict[str, tuple] = {}
     info = tables.metric_info(study.metric)
+    fig = figures.protocols_dots(prot_points, study.metric)
+    if fig is not None:
+        made["protocols"] = (fig, f"{tables.cap(info['name'])} of each cell under each protocol (the table "
+                                  "\"Protocols side by side\"): a dot per seed, a bar at the mean, × = the paper's value.")
     dev = ", ".join(timing.devices(summary))
     fig = figures.accuracy_vs_ratio(summary, study.metric)
     if fig is not None:
