@@ -289,6 +289,46 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
     assert 1 <= len(retried) <= 2
 
 
+def test_a_background_sweep_stopped_with_kill_ends_as_interrupted_and_resumes(plugin_env, tmp_path):
+    """A shell starts a background job with SIGINT ignored, so Ctrl-C's signal cannot reach it: `kill PID`
+    (SIGTERM, to the parent alone) stops it as Ctrl-C would, its workers too, and the same command resumes."""
+    env, uri = plugin_env
+    path = study_file(tmp_path, "termme", """
+        mode: faithful
+        task: {name: copy, seq_len: 4, test_size: 8}
+        fixed: {train: {steps: 20, batch_size: 4, eval_every: 10, eval_batches: 1}}
+        cells:
+          - {model: test_sleepy, name: sleepy, set: {model: {hidden_size: 8, sleep_s: 0.08}}}
+        seeds: [0, 1]
+    """)
+    journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "termme.journal")
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
+                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        worker, _ = _wait_for(lambda: _running_trial(journal, "termme."), what="a running trial")
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        stop_process_group(proc.pid, grace_s=1, leader=proc)
+    assert proc.returncode == 130 and "interrupted:" in out and "re-run the same command to resume" in out
+    def gone() -> bool:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    _wait_for(gone, timeout=30, what="its worker to end with it")
+    df = runs(uri, "termme")
+    assert set(df.loc[df["tags.role"] == "cell", "status"]) <= {"KILLED", "FINISHED"}  # no cell run left RUNNING
+    sweep(env, path, "--workers", "0", "--tracking-uri", uri)
+    _, children = check_layout(runs(uri, "termme"), "termme", {"sleepy"}, "optuna")
+    assert len(children) == 2 and sorted(children["tags.seed"].astype(int)) == [0, 1]  # none lost or repeated
+    assert set(children["status"]) == {"FINISHED"}
+
+
 @pytest.fixture
 def mlflow_server(tmp_path):
     """A lean `mlflow server` on 127.0.0.1 (2 processes, docs/design.md §13.1), stopped by its PID group."""

@@ -13,6 +13,7 @@ MLflow layout (``studies/README.md`` documents it; the report relies on it):
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -210,6 +211,29 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
                            error=f"objective {', '.join(missing)} was not measured (or is not finite) for this run")
         values = (value, *costs)
     return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval, values=values)
+
+
+def interrupt(signum, frame) -> None:
+    """A signal handler: the signal (SIGTERM) stops the process as Ctrl-C does (``KeyboardInterrupt``)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """While inside, SIGTERM (``kill PID``) stops this process as Ctrl-C does: a sweep started in the
+    background, where the shell makes it ignore SIGINT, can still be stopped with its runs ended as
+    interrupted. The previous handler comes back on leaving. Main thread only (elsewhere: nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def worker_setup() -> None:

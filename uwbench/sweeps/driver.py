@@ -106,7 +106,8 @@ def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experi
         settings[CHECKPOINT_DIR_ENV] = os.path.abspath(options.checkpoint_dir)
     if not options.system_metrics:  # read by the trainer in every worker and Ray trial, like the folder above
         settings[env.SYSTEM_METRICS_ENV] = "0"
-    with _environ(settings):  # for this sweep only: a later sweep or run in the same process starts clean
+    # `kill PID` stops the sweep as Ctrl-C does, also where SIGINT is ignored (a sweep started in the background)
+    with common.terminate_as_interrupt(), _environ(settings):  # for this sweep only: a later one starts clean
         return _sweep(plan, backend, uri, experiment, progress, out, options)
 
 

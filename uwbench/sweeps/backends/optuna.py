@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import socket
 import time
 from typing import Dict, Optional
@@ -155,10 +156,10 @@ class Backend:
                 time.sleep(POLL_S)
         except BaseException:
             stop.set()
-            for p in procs:  # Ctrl-C reached them too (same process group); make sure
-                if p.is_alive():
+            for p in procs:  # Ctrl-C reached them too (same process group); make sure, with the signal a worker
+                if p.is_alive():  # always takes as an interrupt (SIGINT is ignored in a background sweep)
                     try:
-                        os.kill(p.pid, 2)
+                        os.kill(p.pid, signal.SIGTERM)
                     except OSError:
                         pass
             for p in procs:

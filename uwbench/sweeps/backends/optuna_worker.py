@@ -221,6 +221,11 @@ def worker_main(s: Settings, stop, index: int) -> None:
 
     common.worker_setup()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with common.terminate_as_interrupt():  # the parent stops its workers with SIGTERM (SIGINT may be ignored)
+        _serve(s, stop, index)
+
+
+def _serve(s: Settings, stop, index: int) -> None:
     lock = locks.hold_worker_lock(s.ctx.lock_path)
     parent = multiprocessing.parent_process()
     alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
