@@ -239,6 +239,13 @@ def _running_trial(journal: str, study_prefix: str, exclude_pids=()):
     return None
 
 
+def _sweep_process(env, path: str, uri: str, **popen) -> subprocess.Popen:
+    """`uwbench sweep PATH` with one worker, in its own process group, its output captured."""
+    return subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
+                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+
+
 def _wait_for(fn, timeout=120, what="condition"):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -261,9 +268,7 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
         seeds: [0, 1, 2, 3]
     """)
     journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "killme.journal")
-    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
-                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = _sweep_process(env, path, uri)
     try:
         # 1. kill the worker mid-trial: the sweep notices, re-runs that trial once, and goes on
         pid, _ = _wait_for(lambda: _running_trial(journal, "killme."), what="a running trial")
@@ -302,10 +307,7 @@ def test_a_background_sweep_stopped_with_kill_ends_as_interrupted_and_resumes(pl
         seeds: [0, 1]
     """)
     journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "termme.journal")
-    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
-                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc = _sweep_process(env, path, uri, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         worker, _ = _wait_for(lambda: _running_trial(journal, "termme."), what="a running trial")
         os.kill(proc.pid, signal.SIGTERM)

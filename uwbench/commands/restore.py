@@ -33,10 +33,8 @@ def run(args) -> int:
     folder = args.folder or os.path.join("reports", plan.id)
     print(f"restoring study {plan.id} (profile {plan.profile}, spec hash {plan.spec_hash}) from {folder}")
     result = restore(plan, folder, uri=args.tracking_uri, experiment=args.experiment, storage=args.storage)
-    for line in result.lines()[1:]:
-        if line.startswith("  left out"):
-            print(line)
-    print(result.lines()[0])
+    summary, *left_out = result.lines()
+    print("\n".join(left_out + [summary]))
     if not result.written and not result.present:
         print(f"nothing restored: {folder} holds no finished final run of this run set")
     print(f"resume with: uwbench sweep {args.study}" + (f" --profile {args.profile}" if args.profile else "")

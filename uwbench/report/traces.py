@@ -20,6 +20,7 @@ MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task,
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
 TRACE_SAMPLES = 1  # sequences traced per cell
 RESTORED_TRACE = "restored/trace.csv"  # a run restored from a snapshot (``uwbench restore``): its traces.csv rows
+RESTORED_RUN_ID = "restored_run_id"  # the tag (and Optuna user attr) of a restored run: the run id its snapshot names
 
 
 def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:
@@ -74,7 +75,7 @@ def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Di
     from uwbench.tracking import mlflow as tracking
 
     run = tracking.get_run(run_id, uri)
-    if run is None or not run["tags"].get("restored_run_id"):
+    if run is None or not run["tags"].get(RESTORED_RUN_ID):
         return None
     path = tracking.download_artifact(run_id, RESTORED_TRACE, uri, folder)
     with open(path, encoding="utf-8") as f:

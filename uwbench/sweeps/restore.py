@@ -13,8 +13,9 @@ machine its sweep ran on. ``restore`` takes from it every finished final run of 
 - a COMPLETE trial in the cell's Optuna study, with its job key, seed and objective, pointing at that run.
 
 The weights are not in a snapshot: a restored run is never trained again; its ``config.json`` is the cell's
-config as this code resolves it (``uwbench trace`` replays from it and checks the replay against the curve). Every restored run is read back through the report's own reader and must give the snapshot's row
-(run id aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
+config as this code resolves it (``uwbench trace`` replays from it and checks the replay against the curve).
+Every restored run is read back through the report's own reader and must give the snapshot's row (run id
+aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
 same snapshot twice adds nothing. Only faithful studies are restored (a tuned study's final runs depend on its
 search trials, which a snapshot holds only in part).
 """
@@ -28,11 +29,11 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from uwbench import axes
 from uwbench.spec import Plan
+from uwbench.report.traces import RESTORED_RUN_ID
 from uwbench.sweeps import common, locks, planning
 from uwbench.sweeps.planning import Context
 
 RESTORED_FROM = "restored_from"  # tag: the snapshot folder a restored run came from
-RESTORED_RUN_ID = "restored_run_id"  # tag: the run id the snapshot names for it
 COMPARED_AWAY = ("run_id",)  # the one column a restored run may not keep
 
 
@@ -49,10 +50,9 @@ class Restored:
     left_out: Dict[str, int] = field(default_factory=dict)  # reason -> rows
 
     def lines(self) -> List[str]:
+        """The summary line, then one line per reason rows were left out."""
         out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores (planned or run)"]
-        out += [f"  {cell} seed {seed}: MLflow run {run_id}" for cell, seed, run_id in self.written]
-        out += [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
-        return out
+        return out + [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
 
 
 def _present(value) -> bool:
@@ -232,7 +232,8 @@ def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str]
                 job = ctx.job(row["cell"], "final", final.params, final.seed, final.index, final.extra)
                 run_id = _write_run(ctx, job, row, snap, folder)
                 _check_round_trip(plan, row, snap, run_id, uri)
-                studies.add_restored(row["cell"], final, space, *objective_of(plan, row), run_id, row["run_id"])
+                studies.add_restored(row["cell"], final, space, *objective_of(plan, row), run_id,
+                                     {RESTORED_RUN_ID: row["run_id"]})
                 result.written.append((row["cell"], final.seed, run_id))
                 out(f"  restored {row['cell']} seed {final.seed} (snapshot run {row['run_id']}) as {run_id}")
         finally:

@@ -278,15 +278,16 @@ class Studies:
                         user_attrs={"job_key": key, "index": job.index, **job.extra}, skip_if_exists=False)
 
     def add_restored(self, cell_id: str, job: "planning.FinalJob", space: Dict[str, Any], value: float,
-                     test: Optional[float], best_eval: Optional[float], run_id: str, origin: str) -> None:
+                     test: Optional[float], best_eval: Optional[float], run_id: str, marks: Dict[str, Any]) -> None:
         """A final job whose run is restored from a report's snapshot (``sweeps/restore.py``): a COMPLETE
-        trial with the job's key, params and objective, pointing at the restored MLflow run."""
+        trial with the job's key, params and objective, pointing at the restored MLflow run (``marks``: the
+        user attrs that say where it came from)."""
         import optuna
 
         distributions = {name: optuna.distributions.CategoricalDistribution(list(param.values))
                          for name, param in space.items()}
         attrs = {"job_key": job.key(cell_id), "index": job.index, **job.extra, "status": "finished",
-                 "mlflow_run_id": run_id, "restored_run_id": origin, "machine": self.s.ctx.machine}
+                 "mlflow_run_id": run_id, "machine": self.s.ctx.machine, **marks}
         attrs.update({k: v for k, v in (("test", test), ("eval", best_eval)) if v is not None})
         trial = optuna.trial.create_trial(params=dict(job.params), distributions=distributions, value=value,
                                           user_attrs=attrs, state=optuna.trial.TrialState.COMPLETE)
