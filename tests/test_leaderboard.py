@@ -362,6 +362,45 @@ def test_a_fixture_board_rebuilds_from_its_runs_csv_with_no_diff(tmp_path):
         "board.md", "board.csv", "cells.csv", "runs.csv"}
 
 
+def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_path, capsys):
+    """`--rebuild` (as `--record-baselines` and `--commit-row`) rewrites the board block of the README beside
+    the board folder's parent from the folder's files: the rows in the board's order with their numbers, the
+    baselines' account and the figure; a README without the markers is left alone."""
+    from uwbench import leaderboard as lb
+    from uwbench.cli import main
+    from uwbench.report import readme_block, readme_board
+
+    folder = tmp_path / "reports" / "leaderboard"
+    readme = tmp_path / "README.md"
+    stale = f"# Copy\n\n{readme_board.BEGIN}\nold board\n{readme_board.END}\n\nafter\n"
+    readme.write_text(stale, encoding="utf-8")
+    empty = readme_board.render(str(folder), str(tmp_path))
+    assert empty.startswith("No board is committed yet (`reports/leaderboard/runs.csv` is absent)")
+    board, _ = lb.write_board(fixture_board(), str(folder))
+    capsys.readouterr()
+    assert main(["leaderboard", "--rebuild", "--board", str(folder)]) == 0
+    assert f"rewrote the board block of {readme}" in capsys.readouterr().out
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# Copy\n\n") and text.endswith(f"{readme_board.END}\n\nafter\n")
+    block = readme_block.current_block(text, readme_board.BEGIN, readme_board.END)
+    assert block == readme_board.render(str(folder), str(tmp_path)) != empty
+    assert "old board" not in block and "[`reports/leaderboard/board.md`](reports/leaderboard/board.md)" in block
+    assert "**Baselines: 3 of 4 cells converged** (75%" in block and "(reports/leaderboard/pareto.png)" in block
+    lines = [[f.strip() for f in x.strip("|").split("|")] for x in block.splitlines()
+             if x.startswith("| ") and x[2].isdigit()]
+    assert [x[1] for x in lines] == [r.label for r in board.rows]  # the board's order
+    mine = next(x for x in lines if x[1] == board.row("dnc_mine").label)
+    assert mine[2] == "85.0"  # the mean over the counted column alone (Copy 50% is not counted)
+    dnc = next(x for x in lines if x[1] == board.row("dnc").label)
+    assert dnc[-1] == f"{3 * 400 * 2.0 / 100 / 3600:.2f}" == "0.01"  # 3 runs x 400 updates x 2 CPU s per 100
+    # a README without the markers is left alone, and an unchanged board rewrites nothing
+    assert main(["leaderboard", "--rebuild", "--board", str(folder)]) == 0
+    assert "rewrote" not in capsys.readouterr().out
+    readme.write_text("# No markers\n", encoding="utf-8")
+    assert main(["leaderboard", "--rebuild", "--board", str(folder)]) == 0
+    assert readme.read_text(encoding="utf-8") == "# No markers\n"
+
+
 def test_show_prints_the_committed_board_and_says_how_to_build_a_missing_one(tmp_path, capsys, monkeypatch):
     from uwbench import leaderboard as lb
     from uwbench.cli import main

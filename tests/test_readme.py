@@ -1,5 +1,6 @@
 """The README and docs/ against the files they describe: the README's results block is what `uwbench report`
-writes from the committed reports, and every `uwbench` command shown in the README or in docs/ parses.
+writes from the committed reports, its board block what `uwbench leaderboard` writes from the committed board,
+and every `uwbench` command shown in the README or in docs/ parses.
 
 The commands are extracted from fenced code blocks and inline code spans, split at shell separators
 (`&&`, `;`, `|`), stripped of comments, line continuations and leading `VAR=value` settings, and parsed
@@ -19,7 +20,7 @@ import shutil
 
 import pytest
 
-from uwbench.report import readme_block
+from uwbench.report import readme_block, readme_board
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -38,6 +39,15 @@ def test_the_readme_results_block_is_what_uwbench_report_writes_from_the_committ
     assert block is not None, f"README.md has no results block ({readme_block.BEGIN!r} ... {readme_block.END!r})"
     expected = readme_block.render(REPORTS, STUDIES, ROOT)
     assert block == expected, "README.md's results block is stale: rewrite it with `uwbench report --index-only`"
+
+
+def test_the_readme_board_block_is_what_uwbench_leaderboard_writes_from_the_committed_board():
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    block = readme_block.current_block(text, readme_board.BEGIN, readme_board.END)
+    assert block is not None, f"README.md has no board block ({readme_board.BEGIN!r} ... {readme_board.END!r})"
+    expected = readme_board.render(os.path.join(REPORTS, "leaderboard"), ROOT)
+    assert block == expected, "README.md's board block is stale: rewrite it with `uwbench leaderboard --rebuild`"
 
 
 def test_the_block_names_each_committed_claim_with_its_verdict_and_report():

@@ -79,7 +79,17 @@ def _rebuild(args) -> int:
 
     board, files = lb.rebuild(args.board)
     print(f"rebuilt {args.board} from its runs.csv: {len(board.rows)} rows, {len(files)} files")
+    _refresh_readme(args.board)
     return 0
+
+
+def _refresh_readme(folder: str) -> None:
+    """The board block of the README beside the board folder's parent, rewritten from the folder's files."""
+    from uwbench.report import readme_board
+
+    path = readme_board.refresh(folder)
+    if path:
+        print(f"rewrote the board block of {path}")
 
 
 def _record(args) -> int:
@@ -96,6 +106,7 @@ def _record(args) -> int:
     n = len(board.baseline_cells)
     print(f"baselines recorded into {args.board}: {len(board.rows)} rows; {n - len(board.unconverged)} of {n} "
           f"baseline cells converged, {len(board.counted)} of {len(board.positions)} columns counted")
+    _refresh_readme(args.board)
     return 0
 
 
@@ -148,6 +159,7 @@ def _benchmark(args) -> int:
     if args.commit_row:
         lb.write_board(merged, args.board)
         print(f"row {name} added to {args.board}")
+        _refresh_readme(args.board)
     from uwbench.report import board_render, formats
 
     print(formats.to_markdown(board_render.board_table(board)), end="")

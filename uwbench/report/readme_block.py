@@ -160,20 +160,21 @@ def readme_beside(root: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(root)), "README.md")
 
 
-def replace_block(text: str, block: str) -> Optional[str]:
-    """``text`` with the lines between its marker lines replaced by ``block``; None without both markers."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> Optional[str]:
+    """``text`` with the lines between its marker lines (``begin``, ``end``: the results block's unless given)
+    replaced by ``block``; None without both markers."""
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
         return None
-    return text[:start] + BEGIN + "\n" + block + END + text[end + len(END):]
+    return text[:start] + begin + "\n" + block + end + text[stop + len(end):]
 
 
-def current_block(text: str) -> Optional[str]:
-    """The text between a README's marker lines, or None without both."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+def current_block(text: str, begin: str = BEGIN, end: str = END) -> Optional[str]:
+    """The text between a README's marker lines (the results block's unless given), or None without both."""
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
         return None
-    return text[start + len(BEGIN) + 1:end]
+    return text[start + len(begin) + 1:stop]
 
 
 def refresh(root: str, studies_dir: str = "studies") -> Optional[str]:
