@@ -88,6 +88,37 @@ def damaged_store(ctx: Ctx) -> str:
     return path
 
 
+def _store_one_migration_back(ctx: Ctx, name: str, drop_a_table: bool) -> str:
+    """A copy of the test's migrated MLflow store recorded as one schema migration behind MLflow's newest.
+    With ``drop_a_table``, also missing a table: what a first command stopped while creating the store
+    leaves (SQLite runs each migration step outside a transaction), so MLflow starts the creation again and
+    meets what the stopped one made. Without, a store made by an older MLflow."""
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.base_sql_model import Base
+    from mlflow.store.db.utils import _get_alembic_config
+
+    path = os.path.join(ctx.tmp, name, "mlflow.db")
+    os.makedirs(os.path.dirname(path))
+    shutil.copy(ctx.uri[len("sqlite:///"):], path)
+    scripts = ScriptDirectory.from_config(_get_alembic_config(f"sqlite:///{path}"))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE alembic_version SET version_num = ?",
+               (scripts.get_revision(scripts.get_current_head()).down_revision,))
+    if drop_a_table:
+        db.execute(f"DROP TABLE {'workspaces' if 'workspaces' in Base.metadata.tables else sorted(Base.metadata.tables)[-1]}")
+    db.commit()
+    db.close()
+    return path
+
+
+def half_made_store(ctx: Ctx) -> str:
+    return _store_one_migration_back(ctx, "halfmade", drop_a_table=True)
+
+
+def older_store(ctx: Ctx) -> str:
+    return _store_one_migration_back(ctx, "older", drop_a_table=False)
+
+
 def read_only_store(ctx: Ctx) -> str:
     """A migrated MLflow store this user may read but not write (file and folder without write permission)."""
     folder = os.path.join(ctx.tmp, "readonly")
@@ -199,6 +230,12 @@ CASES = [
                  marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")),
     Case("tracking-damaged", lambda ctx: ["train", *TINY, "--tracking-uri", f"sqlite:///{damaged_store(ctx)}"],
          ["damaged", os.path.join("damaged", "mlflow.db"), "restore it from a backup"]),
+    Case("tracking-half-made", lambda ctx: ["train", *TINY, "--tracking-uri", f"sqlite:///{half_made_store(ctx)}"],
+         ["its tables were left half-made", "it holds no run, so nothing is lost by deleting it",
+          f"{os.path.join('halfmade', 'mlflow.db')} and run the command again"], absent=["check that its folder exists"]),
+    Case("tracking-older-mlflow", lambda ctx: ["train", *TINY, "--tracking-uri", f"sqlite:///{older_store(ctx)}"],
+         ["made by another MLflow version", "mlflow db upgrade sqlite:///", os.path.join("older", "mlflow.db")],
+         absent=["check that its folder exists"]),
     # uwbench sweep: Optuna storages, checked before any run exists
     Case("storage-scheme",
          lambda ctx: ["sweep", QUICKSTART, *SMOKE, "--tracking-uri", ctx.uri, "--storage", "foo://bar"],

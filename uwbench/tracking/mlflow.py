@@ -15,6 +15,7 @@ must be creatable and readable as an MLflow database; any other URI must answer 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -79,7 +80,7 @@ def _open_store(uri: str) -> None:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             _prepare_sqlite_store(uri, path)
         except Exception as exc:  # noqa: BLE001 - an OS error, MLflow's, SQLAlchemy's: all mean this file
-            raise TrackingError(f"cannot use the MLflow store {path}: {_reason(exc)}; {_sqlite_fix(exc)}") from None
+            raise TrackingError(f"cannot use the MLflow store {path}: {_reason(exc)}; {_sqlite_fix(exc, path)}") from None
         return
     if urlsplit(uri).scheme in ("http", "https"):
         _reach_server(uri)
@@ -98,11 +99,37 @@ def _reason(exc: BaseException) -> str:
     return errors.first_sentence(str(getattr(exc, "orig", None) or exc)) or type(exc).__name__
 
 
-def _sqlite_fix(exc: BaseException) -> str:
+# MLflow's schema migrations meeting what an earlier, stopped migration already made (SQLite runs each step
+# outside a transaction, so a first command killed while creating a store leaves it half-made)
+HALF_MADE = ("duplicate column name", "already exists")
+OUT_OF_DATE = "out-of-date database schema"
+
+
+def _sqlite_fix(exc: BaseException, path: str) -> str:
     text = str(exc)
     if any(d in text for d in DAMAGED):
         return f"the file is damaged or is not an MLflow database: restore it from a backup, or {STORE_FIX}"
+    if any(h in text for h in HALF_MADE):
+        runs = _count_runs(path)
+        held = ("it holds no run, so nothing is lost by deleting it" if runs == 0 else
+                f"it holds {runs} run(s): copy it aside first" if runs else "copy it aside first if it holds runs")
+        return (f"its tables were left half-made (an earlier command was stopped while it created them); {held}: "
+                f"delete {path} and run the command again, or {STORE_FIX}")
+    if OUT_OF_DATE in text:
+        return (f"the store was made by another MLflow version: copy it aside, then upgrade it with `mlflow db upgrade "
+                f"sqlite:///{path}`, or {STORE_FIX}")
     return f"check that its folder exists and that this user may write there, or {STORE_FIX}"
+
+
+def _count_runs(path: str) -> Optional[int]:
+    """How many runs a (half-made) sqlite store holds, read without MLflow; None when it cannot be read."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return int(db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    except sqlite3.Error:
+        return None
 
 
 def _reach_server(uri: str) -> None:
