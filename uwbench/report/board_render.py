@@ -58,7 +58,8 @@ def counts_text(row: Row, reference: str) -> str:
     return MISSING if counts is None else " / ".join(str(counts[o]) for o in OUTCOMES)
 
 
-def _ratio(v: Optional[float]) -> str:
+def ratio_text(v: Optional[float]) -> str:
+    """A time ratio as the board writes it (1.23×), or the missing mark."""
     return MISSING if v is None else f"{v:.2f}×"
 
 
@@ -76,7 +77,7 @@ def board_table(board: Board) -> formats.Table:
     for i, r in enumerate(board.rows, start=1):
         rows.append([str(i), r.label] + [cell_text(r.cells.get(p), board) for p in board.positions]
                     + [counts_text(r, w) for w in REFERENCES]
-                    + [_ratio(r.time_ratio), formats.fmt(r.mean_rank, 2) or MISSING])
+                    + [ratio_text(r.time_ratio), formats.fmt(r.mean_rank, 2) or MISSING])
         line: List[Any] = [i, r.name, r.label, r.model, r.writer]
         for p in board.positions:
             c = r.cells.get(p)

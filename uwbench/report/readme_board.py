@@ -66,7 +66,7 @@ def render(folder: str, readme_dir: str = ".") -> str:
         + vs + [f"CPU time vs {board_mod.REFERENCE_LABEL[board_mod.TIME_REFERENCE]}", "CPU core-hours"],
         rows=[[str(i), r.label, formats.fmt(r.mean_value(), board.metric.decimals) or br.MISSING,
                formats.fmt(r.mean_rank, 2) or br.MISSING] + [br.counts_text(r, w) for w in board_mod.REFERENCES]
-              + [br._ratio(r.time_ratio), f"{hours.get(r.name, 0.0):.2f}"]
+              + [br.ratio_text(r.time_ratio), f"{hours.get(r.name, 0.0):.2f}"]
               for i, r in enumerate(board.rows, start=1)])
     text = (f"The committed board, [`{link}/board.md`]({link}/board.md) ({', '.join(f for f in facts if f)}; every "
             f"cell of every column is there, with its learning-curve regime and p-values in "
