@@ -305,12 +305,16 @@ def test_min_converged_is_a_share_and_only_for_recording_baselines(capsys):
 COMMITTED_BOARDS = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "reports", "*", "board.md")))
 
 
+def fixture_board_groups() -> list:
+    return [flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0), flat("dnc_uw", "copy", D_LOW, [80, 81, 79]),
+            flat("dnc_mine", "copy", D_LOW, [85, 86, 84], cpu=1.5),
+            rising("dnc_mine", "copy", D_HIGH, [90, 91, 89]), flat("dnc_uw", "copy", D_HIGH, [70, 72, 71])]
+
+
 def fixture_board() -> Snapshot:
     """Baselines (the DNC and DNC+UW) and a new row at Copy 33% and 50%; the DNC has no cell at 50%, so that
     column is not counted (3 of 4 baseline cells converged) and the new row's cell there is rising."""
-    return snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], cpu=2.0), flat("dnc_uw", "copy", D_LOW, [80, 81, 79]),
-                    flat("dnc_mine", "copy", D_LOW, [85, 86, 84], cpu=1.5),
-                    rising("dnc_mine", "copy", D_HIGH, [90, 91, 89]), flat("dnc_uw", "copy", D_HIGH, [70, 72, 71]))
+    return snapshot(*fixture_board_groups())
 
 
 def rebuild_differences(folder: str, tmp_path) -> list:
@@ -362,6 +366,19 @@ def test_a_fixture_board_rebuilds_from_its_runs_csv_with_no_diff(tmp_path):
         "board.md", "board.csv", "cells.csv", "runs.csv"}
 
 
+def _copy_board(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_run_still_going_counts_for_neither_the_boards_updates_nor_its_cells():
+    """A board previewed mid-sweep: the run in flight has fewer updates and is not finished."""
+    going = [dict(r, status="running", steps=150) for r in run_rows("dnc_uw", "copy", D_LOW, [60])]
+    board = board_mod.build(snapshot(*fixture_board_groups(), (going, curve_rows(going, steps=150))))
+    assert board.steps == 400 and board.seeds == 3
+    assert board.row("dnc_uw").cells[board_mod.Position("copy", T, D_LOW)].n == 3
+
+
 def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_path, capsys):
     """`--rebuild` (as `--record-baselines` and `--commit-row`) rewrites the board block of the README beside
     the board folder's parent from the folder's files: the rows in the board's order with their numbers, the
@@ -393,6 +410,9 @@ def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_
     assert mine[2] == "85.0"  # the mean over the counted column alone (Copy 50% is not counted)
     dnc = next(x for x in lines if x[1] == board.row("dnc").label)
     assert dnc[-1] == f"{3 * 400 * 2.0 / 100 / 3600:.2f}" == "0.01"  # 3 runs x 400 updates x 2 CPU s per 100
+    # another board folder beside the same README (a preview, a row's own board) leaves it alone
+    assert main(["leaderboard", "--rebuild", "--board", str(_copy_board(folder, tmp_path / "runs" / "preview"))]) == 0
+    assert readme.read_text(encoding="utf-8") == text and "rewrote" not in capsys.readouterr().out
     # a README without the markers is left alone, and an unchanged board rewrites nothing
     assert main(["leaderboard", "--rebuild", "--board", str(folder)]) == 0
     assert "rewrote" not in capsys.readouterr().out

@@ -234,8 +234,9 @@ def build(snap: Snapshot) -> Board:
         _test(r, rows, measure, counted)
         r.time_ratio = _time_ratio(r, rows)
     ordered = sorted(rows.values(), key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, r.label))
-    steps = [int(v) for v in runs["steps"] if _isnum(v)]
-    seeds = runs[runs["status"] == "finished"].groupby("cell")["run_id"].count()
+    finished = runs[runs["status"] == "finished"]  # a run still going (a board previewed mid-sweep) has fewer updates
+    steps = [int(v) for v in finished["steps"] if _isnum(v)]
+    seeds = finished.groupby("cell")["run_id"].count()
     return Board(positions, ordered, measure, profiles[0] if profiles else "", min(steps) if steps else None,
                  int(seeds.max()) if len(seeds) else None, base_study, cells)
 

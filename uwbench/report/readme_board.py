@@ -2,8 +2,9 @@
 
 The README's "Benchmark your own writer" section shows the committed board between two marker lines
 (``BEGIN``, ``END``). Whenever ``uwbench leaderboard`` writes a board folder (``--record-baselines``,
-``--commit-row``, ``--rebuild``), the block of the ``README.md`` beside the folder's parent (``reports/leaderboard``
--> ``./README.md``) is rewritten from that folder's own files:
+``--commit-row``, ``--rebuild``) and it is the committed board folder, ``reports/leaderboard`` beside a
+``README.md``, that README's block is rewritten from the folder's own files (another folder, a preview or a
+row's own board, leaves every README alone):
 
 - the board's facts (profile, updates, seeds, its runs and their CPU core-hours) and a link to ``board.md``;
 - the baselines' account (how many baseline cells converged, which did not, the columns not counted:
@@ -29,11 +30,11 @@ END = "<!-- END board -->"
 
 
 def _core_hours(snap) -> Dict[str, float]:
-    """CPU core-hours of each row's final runs (their own CPU seconds in training), by row name."""
+    """CPU core-hours of each row's finished final runs (their own CPU seconds in training), by row name."""
     from uwbench.report.board import row_of
     from uwbench.report.compute import cpu_seconds
 
-    runs = snap.runs[snap.runs["role"] == "final"] if len(snap.runs) else snap.runs
+    runs = snap.runs[(snap.runs["role"] == "final") & (snap.runs["status"] == "finished")] if len(snap.runs) else snap.runs
     if not len(runs):
         return {}
     secs = cpu_seconds(runs)
@@ -55,10 +56,10 @@ def render(folder: str, readme_dir: str = ".") -> str:
                 "command below, `uwbench leaderboard --record-baselines` records them), then rank a writer.\n")
     board = board_mod.build(snap)
     hours = _core_hours(snap)
-    finals = snap.runs[snap.runs["role"] == "final"]
+    finals = snap.runs[(snap.runs["role"] == "final") & (snap.runs["status"] == "finished")]
     unit = f" ({board.metric.unit})" if board.metric.unit else ""
     facts = [f"profile `{board.profile}`" if board.profile else "", f"{board.steps:,} updates" if board.steps else "",
-             f"{board.seeds} seeds per cell" if board.seeds else "", f"{len(finals)} runs",
+             f"{board.seeds} seeds per cell" if board.seeds else "", f"{len(finals)} finished runs",
              f"{sum(hours.values()):.1f} CPU core-hours"]
     vs = [f"vs {board_mod.REFERENCE_LABEL[w]} (better / worse / n.s. / not testable)" for w in board_mod.REFERENCES]
     table = formats.Table(
@@ -85,11 +86,16 @@ def render(folder: str, readme_dir: str = ".") -> str:
 
 
 def refresh(folder: str) -> Optional[str]:
-    """Rewrite the board block of the README beside ``folder``'s parent if it has the marker lines; returns
+    """Rewrite the board block of the README beside ``folder``'s parent if ``folder`` is that README's
+    committed board folder (``leaderboard.BOARD_DIR`` under it) and the README has the marker lines; returns
     its path when it changed, else None."""
+    from uwbench import leaderboard as lb
+
     path = readme_block.readme_beside(os.path.dirname(os.path.abspath(folder)))
     if not os.path.exists(path):
         return None
+    if os.path.relpath(os.path.abspath(folder), os.path.dirname(path)) != os.path.normpath(lb.BOARD_DIR):
+        return None  # another board folder (a preview, a row's own board): the README shows the committed one
     with open(path, encoding="utf-8") as f:
         text = f.read()
     if readme_block.current_block(text, BEGIN, END) is None:
