@@ -150,3 +150,13 @@ def test_curves_and_traces_show_the_runs_that_count():
                            for i in range(len(RUNS))])
     assert sorted(set(figures.curve_frame(curves, frame, "eval_accuracy")["run_id"])) == ["r2", "r3"]
     assert traces.trace_targets(frame, ["dnc-uniform"]) == {"dnc-uniform": "r3"}  # its seed 0
+
+
+def test_finished_finals_leave_out_trials_and_runs_still_going_or_failed():
+    import pandas as pd
+
+    runs = pd.DataFrame({"run_id": list("abcd"), "role": ["final", "trial", "final", "final"],
+                         "status": ["finished", "finished", "running", "failed"]})
+    assert list(selection.finished_finals(runs)["run_id"]) == ["a"]
+    empty = pd.DataFrame()
+    assert selection.finished_finals(empty) is empty

@@ -159,8 +159,9 @@ def read_board(folder: str) -> Optional["Snapshot"]:
 
 
 def _finished(snap: "Snapshot", studies: Optional[set] = None):
-    r = snap.runs
-    r = r[(r["role"] == "final") & (r["status"] == "finished")]
+    from uwbench.selection import finished_finals
+
+    r = finished_finals(snap.runs)
     return r[r["study"].isin(studies)] if studies is not None else r
 
 

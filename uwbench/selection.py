@@ -229,6 +229,12 @@ def frame_measure(runs) -> metrics.Measure:
     return metrics.measure("accuracy")
 
 
+def finished_finals(runs):
+    """The finished final runs of a runs frame (not trials, not a run still going or failed); an empty
+    frame is returned as it is."""
+    return runs[(runs["role"] == "final") & (runs["status"] == "finished")] if len(runs) else runs
+
+
 def counted_runs(runs, measure: Optional[metrics.Measure] = None):
     """The runs that count, over every cell of a runs frame: the finished final runs of each cell's chosen
     grid point. What the tables average is what the curves and traces show."""
@@ -237,7 +243,7 @@ def counted_runs(runs, measure: Optional[metrics.Measure] = None):
     if len(runs) == 0:
         return runs
     m = measure or frame_measure(runs)
-    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
+    done = finished_finals(runs)
     parts = [choose_rows(g, m)[0] for _, g in done.groupby("cell", sort=False)]
     return pd.concat(parts) if parts else done
 
@@ -248,7 +254,7 @@ def pareto_points(runs, columns: Sequence[str], directions: Sequence[str]):
     no other row dominates it, over all cells: ``pareto_front`` on the means)."""
     import pandas as pd
 
-    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")] if len(runs) else runs
+    done = finished_finals(runs)
     rows = []
     for (cell, point), g in (done.groupby(["cell", frame_points(done)], sort=False) if len(done) else []):
         row = {"cell": cell, "point": point, "n": len(g)}

@@ -34,7 +34,7 @@ def pareto_points(study: StudyView, runs: pd.DataFrame) -> Optional[pd.DataFrame
     first = runs.drop_duplicates("cell").set_index("cell")
     for col in ("model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size", "compression_ratio"):
         points[col] = [first.at[c, col] if c in first.index and col in first.columns else None for c in points["cell"]]
-    done = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
+    done = selection.finished_finals(runs)
     keyed = done.assign(_point=selection.frame_points(done)).drop_duplicates(["cell", "_point"]).set_index(
         ["cell", "_point"])
     for col in ("lr", "clip"):
