@@ -30,7 +30,7 @@ CELL = {"dnc": ("dnc", "regular"), "dnc_uw": ("dnc", "uniform"), "ntm": ("ntm", 
 BASELINES = ("dnc", "dnc_uw", "ntm")
 
 
-def run_rows(row: str, task: str, d: int, values, cpu=1.0, profile="smoke", steps=400):
+def run_rows(row: str, task: str, d: int, values, cpu=1.0, profile="smoke", steps=400, **extra):
     model, writer = CELL[row]
     cell = f"{row}-{task}-D{d}"
     study = "leaderboard" if row in BASELINES else f"leaderboard_{row}"  # a new row is a study of its own
@@ -38,7 +38,8 @@ def run_rows(row: str, task: str, d: int, values, cpu=1.0, profile="smoke", step
              "run_id": f"{cell}-s{s}", "task": task, "model": model, "writer": writer, "seq_len": T, "memory_size": d,
              "hidden_size": 8, "compression_ratio": (d + 1) / T, "lr": 1e-3, "clip": 10, "steps": steps,
              "profile": profile, "device": "cpu", "test_accuracy": v / 100, "best_eval_accuracy": v / 100,
-             "mean_seconds_per_100": cpu, "mean_cpu_seconds_per_100": cpu} for s, v in enumerate(values)]
+             "mean_seconds_per_100": cpu, "mean_cpu_seconds_per_100": cpu, "clip_mode": "per_tensor", "decoder_write": False,
+             "git_sha": "c0de001", **extra} for s, v in enumerate(values)]
 
 
 def curve_rows(runs, rise_per_1k=0.0, loss=0.1, steps=400, every=25):
@@ -452,6 +453,12 @@ def test_a_new_row_must_be_made_like_the_baselines():
     longer = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu", steps=800))
     with pytest.raises(ValueError, match="steps 800 and the baselines' 400"):
         lb.check_comparable(base, longer, "leaderboard")
+    clipped = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu", clip_mode="per_variable"))
+    with pytest.raises(ValueError, match="clip_mode per_variable and the baselines' per_tensor"):
+        lb.check_comparable(base, clipped, "leaderboard")
+    writing = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49], profile="cpu", decoder_write=True))
+    with pytest.raises(ValueError, match="decoder_write true and the baselines. false"):
+        lb.check_comparable(base, writing, "leaderboard")
     elsewhere = snapshot(flat("dnc_mine", "copy", D_HIGH, [50, 51, 49], profile="cpu"))
     with pytest.raises(ValueError, match=r"cells the baselines lack \(task, T, D\): \[\('copy', 6, 2\)\]"):
         lb.check_comparable(base, elsewhere, "leaderboard")
@@ -707,3 +714,17 @@ def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_cont
     assert contract.writer_problems("front_loaded", "dnc", {"power": 1.5}) == []
     assert "`power > 0` must hold, got 0" in contract.writer_problems("front_loaded", "dnc", {"power": 0})[0]
 
+
+
+def test_a_board_says_when_its_rows_ran_at_different_versions_of_the_code():
+    from uwbench.report import board as board_mod
+
+    same = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49]),
+                                    flat("dnc_mine", "copy", D_LOW, [60, 61, 59])))
+    assert [r.code for r in same.rows] == [("c0de001",), ("c0de001",)]
+    assert board_mod.code_note(same) == "" and "versions of the code" not in board_render.markdown(same)
+    two = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49]),
+                                   flat("dnc_mine", "copy", D_LOW, [60, 61, 59], git_sha="beef002")))
+    note = board_mod.code_note(two)
+    assert "2 versions of the code: `beef002` (DNC+mine); `c0de001` (DNC)" in note
+    assert note in board_render.markdown(two) and "CPU-time ratio" in note

@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 from uwbench import atomic
 from uwbench.report import figures, formats, regime, stats, verdicts
 from uwbench.report.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
-                                  Board, Cell, Position, Row)
+                                  Board, Cell, Position, Row, code_note)
 from uwbench.report.runs import to_csv_text
 
 # after a cell's value: its curve has not converged, so its tests are not testable; after a column's name:
@@ -184,6 +184,8 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
              f"{', '.join(board.row(n).label for n in board.pareto()) or MISSING}.", ""]
     if board.baseline_cells:
         lines += [baselines_text(board), ""]
+    if code_note(board):
+        lines += [code_note(board), ""]
     lines += [formats.to_markdown(board_table(board)).rstrip("\n"), "",
               f"**How to read it.** {RULE}", "",
               "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
@@ -205,6 +207,7 @@ def page_html(board: Board, title: str = "Leaderboard") -> str:
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
             f"<h1>{esc(title)}</h1>\n"
             + (f"<p>{esc(baselines_text(board).replace('**', ''))}</p>\n" if board.baseline_cells else "")
+            + (f"<p>{esc(code_note(board))}</p>\n" if code_note(board) else "")
             + formats.to_html(board_table(board))
             + f"<p>{esc(RULE.replace('**', ''))}</p>\n"
             + (f"<p>Cells not converged:</p><ul>{stuck}</ul>\n" if stuck else "")
