@@ -715,16 +715,15 @@ def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_cont
     assert "`power > 0` must hold, got 0" in contract.writer_problems("front_loaded", "dnc", {"power": 0})[0]
 
 
-
 def test_a_board_says_when_its_rows_ran_at_different_versions_of_the_code():
     from uwbench.report import board as board_mod
 
     same = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49]),
                                     flat("dnc_mine", "copy", D_LOW, [60, 61, 59])))
     assert [r.code for r in same.rows] == [("c0de001",), ("c0de001",)]
-    assert board_mod.code_note(same) == "" and "versions of the code" not in board_render.markdown(same)
+    assert board_render.code_note(same) == "" and "versions of the code" not in board_render.markdown(same)
     two = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49]),
                                    flat("dnc_mine", "copy", D_LOW, [60, 61, 59], git_sha="beef002")))
-    note = board_mod.code_note(two)
+    note = board_render.code_note(two)
     assert "2 versions of the code: `beef002` (DNC+mine); `c0de001` (DNC)" in note
     assert note in board_render.markdown(two) and "CPU-time ratio" in note

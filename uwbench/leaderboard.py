@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # heavy imports (pandas, matplotlib) stay inside the function
 SUITE = os.path.join("studies", "leaderboard.yaml")
 BOARD_DIR = os.path.join("reports", "leaderboard")
 SNAPSHOT_FILES = ("runs.csv", "curves.csv")
-SAME = ("profile", "steps", "lr", "clip", "clip_mode", "decoder_write")  # what a new row's finished runs must share with the baselines'
+# what a new row's finished runs must share with the baselines'
+SAME = ("profile", "steps", "lr", "clip", "clip_mode", "decoder_write")
 
 
 def work_dir() -> str:

@@ -236,33 +236,22 @@ def build(snap: Snapshot) -> Board:
         r.time_ratio = _time_ratio(r, rows)
     ordered = sorted(rows.values(), key=lambda r: (r.mean_rank if r.mean_rank is not None else math.inf, r.label))
     finished = runs[runs["status"] == "finished"]  # a run still going (a board previewed mid-sweep) has fewer updates
+    codes = code_versions(finished)
     for r in rows.values():
-        r.code = code_versions(finished, r.name)
+        r.code = codes.get(r.name, ())
     steps = [int(v) for v in finished["steps"] if _isnum(v)]
     seeds = finished.groupby("cell")["run_id"].count()
     return Board(positions, ordered, measure, profiles[0] if profiles else "", min(steps) if steps else None,
                  int(seeds.max()) if len(seeds) else None, base_study, cells)
 
 
-def code_versions(runs: pd.DataFrame, row: str) -> Tuple[str, ...]:
-    """The git commits (``git_sha``) the finished runs of ``row`` were made at, sorted; () when not recorded."""
+def code_versions(runs: pd.DataFrame) -> Dict[str, Tuple[str, ...]]:
+    """Per row, the git commits (``git_sha``) its runs in ``runs`` were made at, sorted; rows without one
+    recorded are absent."""
     if "git_sha" not in runs.columns or not len(runs):
-        return ()
-    mine = runs[runs["cell"].map(row_of) == row]
-    return tuple(sorted({str(v) for v in mine["git_sha"] if str(v) not in ("", "nan", "unknown")}))
-
-
-def code_note(board: "Board") -> str:
-    """'' when every row's runs were made at one commit (or none is recorded); else which rows ran at which,
-    and that a CPU-time ratio between them compares two versions of the code."""
-    versions = sorted({v for r in board.rows for v in r.code})
-    if len(versions) < 2:
-        return ""
-    by = {v: [r.label for r in board.rows if v in r.code] for v in versions}
-    return ("The runs were made at " + str(len(versions)) + " versions of the code: "
-            + "; ".join(f"`{v}` ({', '.join(labels)})" for v, labels in by.items())
-            + ". Accuracy compares across them as long as the models are the same; a CPU-time ratio between rows "
-            "of different versions also measures the change in the code.")
+        return {}
+    known = runs[~runs["git_sha"].astype(str).isin(("", "nan", "unknown"))]  # "unknown": made outside a checkout
+    return {str(row): tuple(sorted(set(g.astype(str)))) for row, g in known.groupby(known["cell"].map(row_of))["git_sha"]}
 
 
 def counted_positions(positions: List[Position],

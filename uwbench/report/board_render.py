@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 from uwbench import atomic
 from uwbench.report import figures, formats, regime, stats, verdicts
 from uwbench.report.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
-                                  Board, Cell, Position, Row, code_note)
+                                  Board, Cell, Position, Row)
 from uwbench.report.runs import to_csv_text
 
 # after a cell's value: its curve has not converged, so its tests are not testable; after a column's name:
@@ -163,6 +163,18 @@ def baselines_text(board: Board) -> str:
     return text
 
 
+def code_note(board: Board) -> str:
+    """'' when every row's runs were made at one commit (or none is recorded); else which rows ran at which,
+    and that a CPU-time ratio between them also measures the change in the code."""
+    versions = sorted({v for r in board.rows for v in r.code})
+    if len(versions) < 2:
+        return ""
+    return (f"The runs were made at {len(versions)} versions of the code: "
+            + "; ".join(f"`{v}` ({', '.join(r.label for r in board.rows if v in r.code)})" for v in versions)
+            + ". Accuracy compares across them as long as the models are the same; a CPU-time ratio between rows "
+            "of different versions also measures the change in the code.")
+
+
 def stuck_cells(board: Board) -> List[str]:
     """'row at column: state, detail' for every cell that has not converged."""
     return [f"{r.label} at {p.label}: {c.regime.state}" + (f" ({c.regime.detail})" if c.regime.detail else "")
@@ -184,8 +196,9 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
              f"{', '.join(board.row(n).label for n in board.pareto()) or MISSING}.", ""]
     if board.baseline_cells:
         lines += [baselines_text(board), ""]
-    if code_note(board):
-        lines += [code_note(board), ""]
+    note = code_note(board)
+    if note:
+        lines += [note, ""]
     lines += [formats.to_markdown(board_table(board)).rstrip("\n"), "",
               f"**How to read it.** {RULE}", "",
               "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
@@ -202,12 +215,13 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
 def page_html(board: Board, title: str = "Leaderboard") -> str:
     esc = html.escape
     stuck = "".join(f"<li>{esc(s)}</li>" for s in stuck_cells(board))
+    note = code_note(board)
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
             f"<h1>{esc(title)}</h1>\n"
             + (f"<p>{esc(baselines_text(board).replace('**', ''))}</p>\n" if board.baseline_cells else "")
-            + (f"<p>{esc(code_note(board))}</p>\n" if code_note(board) else "")
+            + (f"<p>{esc(note)}</p>\n" if note else "")
             + formats.to_html(board_table(board))
             + f"<p>{esc(RULE.replace('**', ''))}</p>\n"
             + (f"<p>Cells not converged:</p><ul>{stuck}</ul>\n" if stuck else "")

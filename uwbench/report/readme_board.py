@@ -75,8 +75,9 @@ def render(folder: str, readme_dir: str = ".") -> str:
             f"[`cells.csv`]({link}/cells.csv)):\n\n")
     if board.baseline_cells:
         text += br.baselines_text(board) + "\n\n"
-    if board_mod.code_note(board):
-        text += board_mod.code_note(board) + "\n\n"
+    note = br.code_note(board)
+    if note:
+        text += note + "\n\n"
     text += formats.to_markdown(table)
     text += (f"\n_A column marked {br.NOT_CONVERGED} on the board has a baseline cell whose learning curve had not "
              "converged at this budget: it is left out of every row's mean, rank and tallies alike. A row's own cell "
