@@ -468,6 +468,29 @@ def test_a_new_row_must_be_made_like_the_baselines():
     assert len(merged.curves) == len(base.curves) + len(mine.curves)
 
 
+def test_a_column_with_a_longer_budget_is_compared_and_shown_column_by_column():
+    """A profile's cell_set may give one column more updates (every row alike): a new row must match the
+    baselines column by column, and the board names the column's budget."""
+    from uwbench import leaderboard as lb
+
+    def two(row, low_steps, high_steps):
+        runs = (run_rows(row, "copy", D_LOW, [50, 51, 49], profile="cpu", steps=low_steps)
+                + run_rows(row, "copy", D_HIGH, [70, 71, 69], profile="cpu", steps=high_steps))
+        return runs, curve_rows(runs[:3], steps=low_steps) + curve_rows(runs[3:], steps=high_steps)
+
+    base = snapshot(*(two(row, 400, 800) for row in BASELINES))
+    lb.check_comparable(base, snapshot(two("dnc_mine", 400, 800)), "leaderboard")
+    with pytest.raises(ValueError, match=r"steps 400 and the baselines' 800 at \(task, T, D\) \('copy', 6, 2\)"):
+        lb.check_comparable(base, snapshot(two("dnc_mine", 400, 400)), "leaderboard")
+    board = board_mod.build(lb.merge(base, snapshot(two("dnc_mine", 400, 800))))
+    assert board.steps == 400 and set(board.updates.values()) == {400, 800}
+    text = board_render.updates_text(board)
+    assert text == "400 updates (800 at Copy 50%)"
+    assert text in board_render.markdown(board) and text in board_render.page_html(board)
+    one = board_mod.build(snapshot(*fixture_board_groups()))
+    assert board_render.updates_text(one) == "400 updates"
+
+
 def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
     from uwbench import leaderboard as lb
     from uwbench.spec import load_plan
@@ -477,10 +500,11 @@ def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
     suite, mine = load_plan(SUITE, "cpu"), load_plan(path, "cpu")
     assert [c.id for c in mine.cells] == [c.id.replace("dnc_uw-", "dnc_every-") for c in suite.cells
                                           if c.id.startswith("dnc_uw-")]
-    twin = suite.cell("dnc_uw-add-D7").config
-    ours = mine.cell("dnc_every-add-D7").config
-    assert ours["task"] == twin["task"] and ours["train"] == twin["train"]
-    assert ours["model"] == {**twin["model"], "schedule": "paper"}
+    for column in ("add-D7", "copy-D1"):  # copy-D1: a column the suite's cell_set gives its own budget
+        twin = suite.cell(f"dnc_uw-{column}").config
+        ours = mine.cell(f"dnc_every-{column}").config
+        assert ours["task"] == twin["task"] and ours["train"] == twin["train"]
+        assert ours["model"] == {**twin["model"], "schedule": "paper"}
     assert mine.seeds == suite.seeds
     with pytest.raises(ValueError, match="the suite sets .*hidden_size"):
         lb.writer_study(SUITE, "dnc_big", "dnc", "uniform", {"hidden_size": 64}, str(tmp_path))

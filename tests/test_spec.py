@@ -307,3 +307,23 @@ def test_cell_seeds_give_chosen_cells_their_own_seeds(tmp_path):
     assert "profiles.cpu.cell_seeds.dnc-uniformm-*: matches no cell" in msg
     msg = error_of(tmp_path, edit(text, "[0, 1, 2, 3]", "[0, 1, 1]"))
     assert "repeated seeds" in msg
+
+
+def test_cell_set_gives_chosen_cells_their_own_settings_and_refuses_what_it_would_drop(tmp_path):
+    text = edit(BASE, "  cpu: {train: {steps: 8}}",
+                '  cpu: {train: {steps: 8}, cell_set: {"dnc-*-copy": {train: {steps: 16}}}}')
+    cpu = expand(load(write(tmp_path, text)), "cpu")
+    steps = {c.id: c.config["train"]["steps"] for c in cpu.cells}
+    assert steps == {"lstm-T6": 8, "lstm-T8": 8, "dnc-regular-copy": 16, "dnc-regular-reverse": 8,
+                     "dnc-uniform-copy": 16, "dnc-uniform-reverse": 8}
+    plain = expand(load(write(tmp_path, edit(text, ', cell_set: {"dnc-*-copy": {train: {steps: 16}}}', ""))), "cpu")
+    assert cpu.spec_hash != plain.spec_hash  # longer runs are other runs: a new sweep
+    assert "matches no cell" in error_of(tmp_path, edit(text, "dnc-*-copy", "dnc-*-copyy"))
+    msg = error_of(tmp_path, edit(text, "{train: {steps: 16}}", "{train: {stepz: 16}}"))
+    assert "profiles.cpu.cell_set.dnc-*-copy.train.stepz" in msg and "did you mean 'steps'" in msg
+    msg = error_of(tmp_path, edit(text, "{train: {steps: 16}}", "{model: {writer: uniform}}"))
+    assert "model.writer is a grid axis" in msg
+    with pytest.raises(SpecError, match=r"--set train.steps: profiles.cpu.cell_set.dnc-\*-copy sets train.steps"):
+        expand(load(write(tmp_path, text)), "cpu", overrides={"train": {"steps": 3}})
+    lr = expand(load(write(tmp_path, text)), "cpu", overrides={"train": {"lr": 0.5}})  # other keys: --set applies
+    assert {c.config["train"]["lr"] for c in lr.cells} == {0.5}

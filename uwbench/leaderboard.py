@@ -173,17 +173,20 @@ def check_comparable(base: "Snapshot", add: "Snapshot", suite_id: str) -> None:
     if len(theirs) == 0:
         raise ValueError(f"the board's runs.csv holds no finished baseline run of the suite {suite_id!r}: sweep the "
                          "suite and record it first (docs/extending.md, \"The leaderboard\")")
-    for col in SAME:
-        a, b = _values(ours[col]), _values(theirs[col])
-        if a and a != b:
-            raise ValueError(f"the new row's runs have {col} {', '.join(a)} and the baselines' {', '.join(b)}: "
-                             f"a board compares runs made alike; run the row with the baselines' {col} (e.g. "
-                             "--profile), or record baselines made with the row's")
-    cols = lambda f: {(t, int(s), int(d)) for t, s, d in zip(f["task"], f["seq_len"], f["memory_size"])}  # noqa: E731
-    extra = sorted(cols(ours) - cols(theirs))
+    column = lambda f: [(t, int(s), int(d)) for t, s, d in zip(f["task"], f["seq_len"], f["memory_size"])]  # noqa: E731
+    ours, theirs = ours.assign(_column=column(ours)), theirs.assign(_column=column(theirs))
+    extra = sorted(set(ours["_column"]) - set(theirs["_column"]))
     if extra:
         raise ValueError(f"the new row has cells the baselines lack (task, T, D): {extra}; the suite changed since "
                          "the baselines were recorded: record them again")
+    for col in SAME:  # per column: a profile's cell_set may give some columns other settings, every row alike
+        for key, mine in ours.groupby("_column"):
+            a, b = _values(mine[col]), _values(theirs.loc[theirs["_column"] == key, col])
+            if a and a != b:
+                where = f" at (task, T, D) {key}" if len(set(theirs["_column"])) > 1 else ""
+                raise ValueError(f"the new row's runs have {col} {', '.join(a)} and the baselines' {', '.join(b)}"
+                                 f"{where}: a board compares runs made alike; run the row with the baselines' "
+                                 f"{col} (e.g. --profile), or record baselines made with the row's")
 
 
 def _values(series) -> List[str]:

@@ -41,6 +41,7 @@ learning. A board is fit to commit when at least ``MIN_CONVERGED`` of its baseli
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -172,10 +173,11 @@ class Board:
     rows: List[Row]
     metric: metrics.Measure
     profile: str = ""
-    steps: Optional[int] = None
+    steps: Optional[int] = None  # the updates of most columns' runs
     seeds: Optional[int] = None
     baseline_study: str = ""
     baseline_cells: List[BaselineCell] = field(default_factory=list)  # every baseline row at every position
+    updates: Dict[Position, int] = field(default_factory=dict)  # per position, its finished runs' updates
 
     @property
     def unconverged(self) -> List[BaselineCell]:
@@ -239,10 +241,23 @@ def build(snap: Snapshot) -> Board:
     codes = code_versions(finished)
     for r in rows.values():
         r.code = codes.get(r.name, ())
-    steps = [int(v) for v in finished["steps"] if _isnum(v)]
+    updates = updates_by_position(finished)
+    common = Counter(updates.values()).most_common()
+    steps = min(v for v, n in common if n == common[0][1]) if common else None
     seeds = finished.groupby("cell")["run_id"].count()
-    return Board(positions, ordered, measure, profiles[0] if profiles else "", min(steps) if steps else None,
-                 int(seeds.max()) if len(seeds) else None, base_study, cells)
+    return Board(positions, ordered, measure, profiles[0] if profiles else "", steps,
+                 int(seeds.max()) if len(seeds) else None, base_study, cells, updates)
+
+
+def updates_by_position(runs: pd.DataFrame) -> Dict[Position, int]:
+    """Per position (task, T, D), the updates its finished runs made (the most, should a run have stopped
+    early): a profile's ``cell_set`` may give some columns a longer budget, for every row alike."""
+    out: Dict[Position, int] = {}
+    for task, t, d, steps in zip(runs["task"], runs["seq_len"], runs["memory_size"], runs["steps"]):
+        if _isnum(steps) and _isnum(t) and _isnum(d):
+            p = Position(str(task), int(t), int(d))
+            out[p] = max(out.get(p, 0), int(steps))
+    return out
 
 
 def code_versions(runs: pd.DataFrame) -> Dict[str, Tuple[str, ...]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from uwbench import atomic
 from uwbench.report import figures, formats, regime, stats, verdicts
@@ -182,10 +182,22 @@ def stuck_cells(board: Board) -> List[str]:
             for c in [r.cells.get(p)] if c is not None and not c.regime.converged]
 
 
+def updates_text(board: Board) -> str:
+    """'12,000 updates', or with the columns whose runs made another number (a profile's ``cell_set``):
+    '12,000 updates (24,000 at Copy 10% and Double 10%)'; empty when no run recorded its updates."""
+    if not board.steps:
+        return ""
+    other: Dict[int, List[str]] = {}
+    for p in sorted(board.updates, key=Position.sort_key):
+        if board.updates[p] != board.steps:
+            other.setdefault(board.updates[p], []).append(p.label)
+    parts = [f"{n:,} at {' and '.join(labels)}" for n, labels in sorted(other.items())]
+    return f"{board.steps:,} updates" + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def markdown(board: Board, title: str = "Leaderboard") -> str:
     unit = f" ({board.metric.unit})" if board.metric.unit else ""
-    facts = [f"profile {board.profile}" if board.profile else "",
-             f"{board.steps:,} updates" if board.steps else "",
+    facts = [f"profile {board.profile}" if board.profile else "", updates_text(board),
              f"{board.seeds} seeds per cell" if board.seeds else ""]
     lines = [f"# {title}", "",
              f"Test {board.metric.title}{unit}, mean ± std over the seeds, per task and compression ratio (D+1)/T; "
@@ -220,6 +232,8 @@ def page_html(board: Board, title: str = "Leaderboard") -> str:
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
             f"<h1>{esc(title)}</h1>\n"
+            + (f"<p>Profile {esc(board.profile)}, {esc(updates_text(board))}.</p>\n" if board.profile and board.steps
+               else "")
             + (f"<p>{esc(baselines_text(board).replace('**', ''))}</p>\n" if board.baseline_cells else "")
             + (f"<p>{esc(note)}</p>\n" if note else "")
             + formats.to_html(board_table(board))

@@ -4,8 +4,10 @@ components.
 Each group expands to the product of its grid (axes ordered as ``uwbench.axes.id_rank``); a cell's id is
 the group name followed by one token per grid value (``uwbench.axes.id_token``). Settings apply with
 this precedence: the values named in a cell's id > the profile > the group's ``set`` and linked axes >
-``fixed``. ``fixed`` and profile settings apply where the component has the key (an error when no cell
-has it); the group's settings are strict. Components not registered yet make the plan *wait*
+``fixed``, and a profile's ``cell_set`` (the settings of the cells matching a pattern) over the rest of
+the profile, under ``--set``, which may not name a key a ``cell_set`` sets. ``fixed`` and profile settings
+apply where the component has the key (an error when no cell has it); the group's settings and a
+``cell_set``'s are strict. Components not registered yet make the plan *wait*
 (``Plan.waits_for``) instead of failing.
 """
 from __future__ import annotations
@@ -55,7 +57,8 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
 
     groups = _groups_with_profile_grid(spec, prof, f"{path}: profiles.{profile}")
     _check_overrides(overrides, groups, {**spec.search, **prof.search}, fail)
-    ctx = _Context(train_fields=_train_fields())
+    _check_cell_set_overrides(prof, profile, overrides, fail)
+    ctx = _Context(train_fields=_train_fields(), profile=profile, cell_set=dict(prof.cell_set))
     cells_: List[Cell] = []
     seen: Dict[str, str] = {}
     overlays = [("fixed", spec.fixed.task, spec.fixed.model, spec.fixed.train),
@@ -72,6 +75,7 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
     _check_cells(cells_, fail)
     _check_lenient(ctx, cells_, fail)
     cells_ = _profile_cells(prof, cells_, f"{path}: profiles.{profile}")
+    _check_cell_set_patterns(prof, profile, cells_, fail)
     search = {**spec.search, **prof.search}
     _check_search(search, cells_, ctx.train_fields, fail)
     cells_ = _with_paper_values(spec, profile, cells_, set(seen), fail)
@@ -98,6 +102,25 @@ def _check_overrides(overrides, groups: Sequence[Group], search, fail: Fail) -> 
                            "`search` entry to narrow it")
 
 
+def _check_cell_set_overrides(prof: Profile, profile: str, overrides, fail: Fail) -> None:
+    """``--set`` may not name a key that a ``cell_set`` sets: one of the two would be dropped for some cells."""
+    for pattern, sections in prof.cell_set.items():
+        for section in SECTIONS:
+            for key in getattr(sections, section):
+                if key in overrides.get(section, {}):
+                    raise fail(f"--set {section}.{key}: profiles.{profile}.cell_set.{pattern} sets {section}.{key} "
+                               "for the cells it matches; edit the profile (or give a profile of your own) instead")
+
+
+def _check_cell_set_patterns(prof: Profile, profile: str, cells: Sequence[Cell], fail: Fail) -> None:
+    """A ``cell_set`` pattern that matches none of the profile's cells is a typo: its cells would silently
+    run without their settings."""
+    for pattern in prof.cell_set:
+        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cells):
+            raise fail(f"profiles.{profile}.cell_set.{pattern}: matches no cell; cells: "
+                       f"{', '.join(c.id for c in cells)}")
+
+
 def _subset(plan: Plan, patterns: Sequence[str]) -> Plan:
     """Keep the cells matching any of ``patterns`` (each must match one); the spec hash is unchanged."""
     ids = [c.id for c in plan.cells]
@@ -119,6 +142,8 @@ def _subset(plan: Plan, patterns: Sequence[str]) -> Plan:
 @dataclass
 class _Context:
     train_fields: set
+    profile: str = ""
+    cell_set: Dict[str, Any] = field(default_factory=dict)  # the profile's ``cell_set``: pattern -> Sections
     waits: List[str] = field(default_factory=list)  # "task name" / "model name" not registered yet
     lenient_hits: Dict[Tuple[str, str, str], bool] = field(default_factory=dict)  # (origin, section, key) -> used
 
@@ -165,7 +190,8 @@ def _group_cells(spec: StudySpec, group: Group, where: str, overlays, ctx: _Cont
                 ctx.waits.append(f"{kind} {name}")
         id_paths = {a for a, _ in point if "." in a}  # scalar axes: their values name the cell
         base = {s: dict(cfg[s]) for s in SECTIONS}
-        _apply_overlays(cfg, overlays, fields, id_paths, ctx)
+        own = _cell_overlay("-".join(tokens), fields, id_paths, ctx, fail)
+        _apply_overlays(cfg, overlays[:-1] + own + overlays[-1:], fields, id_paths, ctx)  # --set is last
         inert = _split_inert(cfg, base, overlays, fields["model"] and _fields_of(MODELS, model_name, cfg["model"]))
         label = _label(group, cfg, fields, where, fail)
         yield Cell(id="-".join(tokens), label=label, group=group.name or group.model, model=model_name,
@@ -192,6 +218,27 @@ def _point_config(spec: StudySpec, group: Group, point: List[Tuple[str, Any]]):
             tokens.append(axes.id_token(axis, value))
             _set_path(cfg, axis, value)
     return cfg, cell_axes, tokens
+
+
+def _cell_overlay(cid: str, fields, id_paths, ctx: _Context, fail: Fail) -> list:
+    """The overlay of the first ``cell_set`` pattern the cell ``cid`` matches (empty when none), its keys
+    checked strictly: a key the cell's component lacks, or one the cell's id names, is an error."""
+    for pattern, sections in ctx.cell_set.items():
+        if not fnmatch.fnmatchcase(cid, pattern):
+            continue
+        where = f"profiles.{ctx.profile}.cell_set.{pattern}"
+        for section in SECTIONS:
+            for key in getattr(sections, section):
+                known = fields[section]
+                if known is not None and key not in known:
+                    hint = suggest.hint(key, sorted(known))
+                    raise fail(f"{where}.{section}.{key}: the cell {cid}'s {section} has no key {key!r}{hint}; "
+                               f"allowed: {', '.join(sorted(known))}")
+                if f"{section}.{key}" in id_paths:
+                    raise fail(f"{where}.{section}.{key}: {section}.{key} is a grid axis (it names the cell "
+                               f"{cid}); give the profile a `grid` with the values instead")
+        return [(where, sections.task, sections.model, sections.train)]
+    return []
 
 
 def _apply_overlays(cfg, overlays, fields, id_paths, ctx: _Context) -> None:

@@ -209,6 +209,9 @@ class Profile(Strict):
     # faithful studies: the seeds of the cells matching a pattern (fnmatch), in place of ``seeds``, e.g.
     # more seeds for the cells whose spread is wide; a cell takes the first pattern it matches
     cell_seeds: Dict[str, List[int]] = {}
+    # settings of the cells matching a pattern (fnmatch), over the profile's own, e.g. a longer budget for
+    # the cells that learn slowest; a cell takes the first pattern it matches; the keys are strict
+    cell_set: Dict[str, Sections] = {}
     final_seeds: Optional[List[int]] = None
     budget: Optional[Budget] = None
     pruning: Optional[Pruning] = None
@@ -302,6 +305,14 @@ class StudySpec(Strict):
                                  "(a tuned one re-runs its best config on `final_seeds`)")
             for pattern, seeds in prof.cell_seeds.items():
                 _check_seeds(f"profiles.{name}.cell_seeds.{pattern}", seeds)
+            for pattern, sections in prof.cell_set.items():
+                for section in SECTIONS:
+                    if "name" in getattr(sections, section):
+                        raise ValueError(f"profiles.{name}.cell_set.{pattern}.{section}.name: a profile cannot "
+                                         f"change the {section}")
+                if "seed" in sections.train:
+                    raise ValueError(f"profiles.{name}.cell_set.{pattern}.train.seed: a cell's seeds are the "
+                                     "profile's `cell_seeds`")
         for section in SECTIONS:
             if "name" in getattr(self.fixed, section):
                 raise ValueError(f"fixed.{section}.name is not allowed (use `task.name` or the groups' `model`)")
