@@ -3,11 +3,11 @@ components.
 
 Each group expands to the product of its grid (axes ordered as ``uwbench.axes.id_rank``); a cell's id is
 the group name followed by one token per grid value (``uwbench.axes.id_token``). Settings apply with
-this precedence: the values named in a cell's id > the profile > the group's ``set`` and linked axes >
-``fixed``, and a profile's ``cell_set`` (the settings of the cells matching a pattern) over the rest of
-the profile, under ``--set``, which may not name a key a ``cell_set`` sets. ``fixed`` and profile settings
-apply where the component has the key (an error when no cell has it); the group's settings and a
-``cell_set``'s are strict. Components not registered yet make the plan *wait*
+this precedence: the values named in a cell's id > ``--set`` > the profile's ``cell_set`` (the settings
+of the cells matching a pattern; ``--set`` may not name a key it sets) > the rest of the profile > the
+group's ``set`` and linked axes > ``fixed``. ``fixed`` and profile settings apply where the component has
+the key (an error when no cell has it); the group's settings and a ``cell_set``'s are strict.
+Components not registered yet make the plan *wait*
 (``Plan.waits_for``) instead of failing.
 """
 from __future__ import annotations
