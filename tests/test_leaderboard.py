@@ -489,6 +489,9 @@ def test_a_column_with_a_longer_budget_is_compared_and_shown_column_by_column():
     assert text in board_render.markdown(board) and text in board_render.page_html(board)
     one = board_mod.build(snapshot(*fixture_board_groups()))
     assert board_render.updates_text(one) == "400 updates"
+    assert board_render.seeds_text(board) == "3 seeds per cell"
+    early = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50])))  # a preview after the first run
+    assert board_render.seeds_text(early) == "1 seed per cell" and "1 seed per cell" in board_render.markdown(early)
 
 
 def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):

@@ -195,10 +195,15 @@ def updates_text(board: Board) -> str:
     return f"{board.steps:,} updates" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+def seeds_text(board: Board) -> str:
+    """'3 seeds per cell' (the most any cell has; a board previewed mid-sweep may have 1)."""
+    return f"{board.seeds} seed{'' if board.seeds == 1 else 's'} per cell" if board.seeds else ""
+
+
 def markdown(board: Board, title: str = "Leaderboard") -> str:
     unit = f" ({board.metric.unit})" if board.metric.unit else ""
     facts = [f"profile {board.profile}" if board.profile else "", updates_text(board),
-             f"{board.seeds} seeds per cell" if board.seeds else ""]
+             seeds_text(board)]
     lines = [f"# {title}", "",
              f"Test {board.metric.title}{unit}, mean ± std over the seeds, per task and compression ratio (D+1)/T; "
              f"{', '.join(f for f in facts if f)}. {NOT_CONVERGED} after a value: that cell's learning curve has "

@@ -60,7 +60,7 @@ def render(folder: str, readme_dir: str = ".") -> str:
     finals = finished_finals(snap.runs)
     unit = f" ({board.metric.unit})" if board.metric.unit else ""
     facts = [f"profile `{board.profile}`" if board.profile else "", br.updates_text(board),
-             f"{board.seeds} seeds per cell" if board.seeds else "", f"{len(finals)} finished runs",
+             br.seeds_text(board), f"{len(finals)} finished runs",
              f"{sum(hours.values()):.1f} CPU core-hours"]
     vs = [f"vs {board_mod.REFERENCE_LABEL[w]} (better / worse / n.s. / not testable)" for w in board_mod.REFERENCES]
     table = formats.Table(
