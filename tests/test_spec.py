@@ -327,3 +327,6 @@ def test_cell_set_gives_chosen_cells_their_own_settings_and_refuses_what_it_woul
         expand(load(write(tmp_path, text)), "cpu", overrides={"train": {"steps": 3}})
     lr = expand(load(write(tmp_path, text)), "cpu", overrides={"train": {"lr": 0.5}})  # other keys: --set applies
     assert {c.config["train"]["lr"] for c in lr.cells} == {0.5}
+    tuned = edit(text, "mode: faithful", "mode: tuned") + (
+        "search: {train.steps: {type: choice, values: [4, 8]}}\nbudget: {n_trials: 2}\nfinal_seeds: [5]\n")
+    assert "cell_set.dnc-*-copy.train.steps: train.steps is searched by this study" in error_of(tmp_path, tuned)

@@ -57,7 +57,7 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
 
     groups = _groups_with_profile_grid(spec, prof, f"{path}: profiles.{profile}")
     _check_overrides(overrides, groups, {**spec.search, **prof.search}, fail)
-    _check_cell_set_overrides(prof, profile, overrides, fail)
+    _check_cell_set_overrides(prof, profile, overrides, {**spec.search, **prof.search}, fail)
     ctx = _Context(train_fields=_train_fields(), profile=profile, cell_set=dict(prof.cell_set))
     cells_: List[Cell] = []
     seen: Dict[str, str] = {}
@@ -102,11 +102,15 @@ def _check_overrides(overrides, groups: Sequence[Group], search, fail: Fail) -> 
                            "`search` entry to narrow it")
 
 
-def _check_cell_set_overrides(prof: Profile, profile: str, overrides, fail: Fail) -> None:
-    """``--set`` may not name a key that a ``cell_set`` sets: one of the two would be dropped for some cells."""
+def _check_cell_set_overrides(prof: Profile, profile: str, overrides, search, fail: Fail) -> None:
+    """``--set`` may not name a key that a ``cell_set`` sets, nor may the search draw one: one of the two
+    would be dropped for some cells."""
     for pattern, sections in prof.cell_set.items():
         for section in SECTIONS:
             for key in getattr(sections, section):
+                if f"{section}.{key}" in search:
+                    raise fail(f"profiles.{profile}.cell_set.{pattern}.{section}.{key}: {section}.{key} is searched "
+                               "by this study (each trial draws it); give the profile a `search` entry to narrow it")
                 if key in overrides.get(section, {}):
                     raise fail(f"--set {section}.{key}: profiles.{profile}.cell_set.{pattern} sets {section}.{key} "
                                "for the cells it matches; edit the profile (or give a profile of your own) instead")
