@@ -17,7 +17,7 @@ import fnmatch
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from uwbench import axes, suggest
 from uwbench.config import ConfigError
@@ -75,7 +75,7 @@ def expand(spec: StudySpec, profile: Optional[str] = None, path: str = "<study>"
     _check_cells(cells_, fail)
     _check_lenient(ctx, cells_, fail)
     cells_ = _profile_cells(prof, cells_, f"{path}: profiles.{profile}")
-    _check_cell_set_patterns(prof, profile, cells_, fail)
+    _check_patterns(f"profiles.{profile}.cell_set", prof.cell_set, cells_, fail)
     search = {**spec.search, **prof.search}
     _check_search(search, cells_, ctx.train_fields, fail)
     cells_ = _with_paper_values(spec, profile, cells_, set(seen), fail)
@@ -116,13 +116,12 @@ def _check_cell_set_overrides(prof: Profile, profile: str, overrides, search, fa
                                "for the cells it matches; edit the profile (or give a profile of your own) instead")
 
 
-def _check_cell_set_patterns(prof: Profile, profile: str, cells: Sequence[Cell], fail: Fail) -> None:
-    """A ``cell_set`` pattern that matches none of the profile's cells is a typo: its cells would silently
-    run without their settings."""
-    for pattern in prof.cell_set:
+def _check_patterns(where: str, patterns: Iterable[str], cells: Sequence[Cell], fail: Fail) -> None:
+    """A profile's per-cell pattern (``cell_set``, ``cell_seeds``) that matches none of its cells is a typo:
+    the cells it meant would silently run without their settings or seeds."""
+    for pattern in patterns:
         if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cells):
-            raise fail(f"profiles.{profile}.cell_set.{pattern}: matches no cell; cells: "
-                       f"{', '.join(c.id for c in cells)}")
+            raise fail(f"{where}.{pattern}: matches no cell; cells: {', '.join(c.id for c in cells)}")
 
 
 def _subset(plan: Plan, patterns: Sequence[str]) -> Plan:
@@ -430,13 +429,10 @@ def _paper_cells(spec: StudySpec, profile: str, cells: List[Cell], all_ids: set,
 def _cell_seeds(prof: Profile, profile: str, cells: List[Cell], fail: Fail) -> Dict[str, List[int]]:
     """The profile's ``cell_seeds`` resolved to cell ids (a cell takes the first pattern it matches); a pattern
     that matches no cell is an error, as a misspelt one would silently run the study's seeds."""
+    _check_patterns(f"profiles.{profile}.cell_seeds", prof.cell_seeds, cells, fail)
     out: Dict[str, List[int]] = {}
     for pattern, seeds in prof.cell_seeds.items():
-        hits = [c.id for c in cells if fnmatch.fnmatchcase(c.id, pattern)]
-        if not hits:
-            raise fail(f"profiles.{profile}.cell_seeds.{pattern}: matches no cell; cells: "
-                       f"{', '.join(c.id for c in cells)}")
-        for cid in hits:
+        for cid in (c.id for c in cells if fnmatch.fnmatchcase(c.id, pattern)):
             out.setdefault(cid, list(seeds))
     return out
 
