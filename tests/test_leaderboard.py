@@ -273,23 +273,88 @@ def test_a_board_is_committed_when_at_least_80_percent_of_its_baseline_cells_con
     assert not (out / "pareto.png").exists() and "pareto.png" not in (out / "board.md").read_text()
 
 
-def test_record_baselines_refuses_a_board_below_the_rule_and_writes_nothing(tmp_path, tracking_uri, capsys):
-    """The suite swept at its smoke profile (7 baseline cells of 4 updates: too few evaluations for a slope)."""
-    from uwbench.cli import main
+def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_below_80(
+        tmp_path, tracking_uri, capsys, monkeypatch):
+    """The suite at its smoke profile (7 baseline cells x 2 seeds of 4 updates: too few evaluations for a
+    slope). Machine A sweeps one cell and records it into the board folder; machine B, its store and Optuna
+    storage empty, sweeps with `--recorded` the folder: it runs the other 12 runs only, and recording B's
+    store keeps A's runs. Until every run is recorded the folder holds runs.csv and curves.csv alone; then the
+    rule refuses the 7-cell board (0% converged) and leaves the folder as it was."""
+    import pandas as pd
 
-    common = ["--suite", SUITE, "--profile", "smoke", "--tracking-uri", tracking_uri]
-    assert main(["sweep", SUITE, "--profile", "smoke", "--tracking-uri", tracking_uri, "--workers", "0",
-                 "--no-progress", "--no-system-metrics"]) == 0
+    from uwbench.cli import main
+    from uwbench.tracking.mlflow import search_runs
+
+    common = ["--suite", SUITE, "--profile", "smoke"]
+    sweep = ["sweep", SUITE, "--profile", "smoke", "--workers", "0", "--no-progress", "--no-system-metrics"]
     board = tmp_path / "board"
+    assert main([*sweep, "--tracking-uri", tracking_uri, "--cells", "dnc-*"]) == 0  # machine A: dnc-copy-D1
     capsys.readouterr()
-    assert main(["leaderboard", "--record-baselines", "--board", str(board), *common]) == 2
+    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--tracking-uri", tracking_uri,
+                 *common]) == 0
+    assert (f"baselines in progress: 2 of 14 runs recorded into {board} (runs.csv, curves.csv); 12 to run, in 6 "
+            "cells (dnc_cuw2-copy-D1, dnc_cuw5-copy-D1, dnc_rw-copy-D1, dnc_uw-copy-D1, ... (2 more)). The board is "
+            f"written when every run is: sweep the rest on any machine (`uwbench sweep {SUITE} --recorded {board}`)"
+            in capsys.readouterr().out)
+    a_runs = pd.read_csv(board / "runs.csv")
+    assert sorted(a_runs["cell"]) == ["dnc-copy-D1"] * 2
+    assert sorted(os.listdir(board)) == ["curves.csv", "runs.csv"]  # no board until every run is recorded
+    assert main(["leaderboard", "--rebuild", "--board", str(board), "--suite", SUITE]) == 0
+    assert "the baselines are being recorded (2 of 14 runs): no board to rebuild" in capsys.readouterr().out
+    assert sorted(os.listdir(board)) == ["curves.csv", "runs.csv"]
+    from uwbench.report import readme_board
+
+    block = readme_board.render(str(board), ROOT)  # the README's block while the baselines are being recorded
+    assert block.startswith("No board yet: the baselines are being recorded, **2 of 14 runs** so far")
+    assert "12 runs in 6 cells remain" in block
+
+    monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "machine_b"))  # machine B: its own Optuna storage
+    uri_b = f"sqlite:///{tmp_path / 'b.db'}"
+    capsys.readouterr()
+    assert main([*sweep, "--tracking-uri", uri_b, "--recorded", str(board)]) == 0
+    assert f"--recorded {board}: 2 of the 14 runs finished there; not run again" in capsys.readouterr().out
+    b_finals = search_runs(["leaderboard"], uri=uri_b).query("`tags.role` == 'final'")
+    assert len(b_finals) == 12 and "dnc-copy-D1" not in set(b_finals["tags.cell"])
+
+    before = (board / "runs.csv").read_text()
+    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--tracking-uri", uri_b, *common]) == 2
     err = capsys.readouterr().err
     assert ("error: 0 of 7 baseline cells converged (0%): a board is committed when at least 80% did. Not "
             "converged: DNC at Copy 33% (unknown); DNC+CUW (L=2) at Copy 33% (unknown);") in err
-    assert not board.exists()
-    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--min-converged", "0", *common]) == 0
-    assert "0 of 7 baseline cells converged, 0 of 1 columns counted" in capsys.readouterr().out
+    assert (board / "runs.csv").read_text() == before
+    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--min-converged", "0",
+                 "--tracking-uri", uri_b, *common]) == 0
+    out = capsys.readouterr().out
+    assert "2 baseline runs it recorded before kept (this store has not run them)" in out
+    assert "0 of 7 baseline cells converged, 0 of 1 columns counted" in out
     assert "**Baselines: 0 of 7 cells converged** (0%" in (board / "board.md").read_text()
+    runs = pd.read_csv(board / "runs.csv")
+    assert len(runs) == 14 and not runs.duplicated(["cell", "seed"]).any()
+    assert set(runs.loc[runs["cell"] == "dnc-copy-D1", "run_id"]) == set(a_runs["run_id"])
+    curves = pd.read_csv(board / "curves.csv")
+    assert set(curves["run_id"]) == set(runs["run_id"])  # A's curves kept beside B's
+
+    capsys.readouterr()  # every run recorded: the next machine has nothing to run
+    monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "machine_c"))
+    assert main([*sweep, "--tracking-uri", f"sqlite:///{tmp_path / 'c.db'}", "--recorded", str(board)]) == 0
+    assert "14 of the 14 runs finished there" in capsys.readouterr().out
+
+
+def test_recorded_refuses_a_snapshot_of_another_study_or_spec(tmp_path, capsys):
+    """`sweep --recorded` takes runs of this study at this spec hash and profile only, and says which it found."""
+    from uwbench.cli import main
+
+    runs = run_rows("dnc", "copy", D_LOW, [50, 51], spec_hash="0123456789ab")
+    (tmp_path / "runs.csv").write_text(runs_text(runs))
+    sweep = ["sweep", SUITE, "--profile", "smoke", "--workers", "0", "--no-progress"]
+    assert main([*sweep, "--recorded", str(tmp_path)]) == 2
+    assert ("its runs of leaderboard were made at spec hash 0123456789ab at profile smoke; this sweep is "
+            in capsys.readouterr().err)
+    (tmp_path / "runs.csv").write_text(runs_text(run_rows("dnc_mine", "copy", D_LOW, [50])))
+    assert main([*sweep, "--recorded", str(tmp_path / "runs.csv")]) == 2
+    assert "no run of study 'leaderboard' (it holds leaderboard_dnc_mine)" in capsys.readouterr().err
+    assert main([*sweep, "--recorded", str(tmp_path / "nothing")]) == 2
+    assert "no such file; give a folder holding a runs.csv" in capsys.readouterr().err
 
 
 def test_min_converged_is_a_share_and_only_for_recording_baselines(capsys):
@@ -441,6 +506,14 @@ def test_show_prints_the_committed_board_and_says_how_to_build_a_missing_one(tmp
     assert err.startswith(f"uwbench leaderboard: error: no board at {os.path.join(lb.BOARD_DIR, 'board.md')}: "
                           "build it by recording the baselines (`uwbench sweep studies/leaderboard.yaml --workers "
                           "2`, then `uwbench leaderboard --record-baselines`)")
+    lb.write_snapshot(fixture_board(), lb.BOARD_DIR)  # baselines still being recorded: runs.csv, no board
+    os.makedirs("studies")
+    shutil.copy(SUITE, lb.SUITE)
+    for command in (["--show"], ["--writer", "uniform"]):
+        assert main(["leaderboard", *command]) == 2
+        assert (f"no board at {lb.BOARD_DIR} yet: its baselines are being recorded, 0 of 14 runs so far (runs.csv); "
+                "the board is written when every run is: sweep the rest (`uwbench sweep studies/leaderboard.yaml "
+                f"--recorded {lb.BOARD_DIR} --workers 2`)") in capsys.readouterr().err
 
 
 def test_a_new_row_must_be_made_like_the_baselines():

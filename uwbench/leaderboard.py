@@ -12,8 +12,11 @@
 5. ``merge`` with the recorded baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
    re-run) after ``check_comparable``, and ``write_board``: the snapshot and the board files.
 
-Recording the baselines (``--record-baselines``) writes the board only when at least
-``board.MIN_CONVERGED`` of its baseline cells converged (``board.check_committable``): the rule a
+Recording the baselines (``--record-baselines``) keeps the baseline runs the folder recorded before that
+the store lacks (``merge_recorded``), so the suite can be swept over several machines or sessions, each
+one's sweep skipping what is recorded (``uwbench sweep --recorded``). Until every planned baseline run is
+recorded (``missing_runs``) it writes only runs.csv and curves.csv; then it writes the board, and only when
+at least ``board.MIN_CONVERGED`` of its baseline cells converged (``board.check_committable``): the rule a
 committed board meets; the columns with a baseline cell not converged are marked † and not counted.
 """
 from __future__ import annotations
@@ -152,6 +155,69 @@ def merge(base: Optional["Snapshot"], add: "Snapshot") -> "Snapshot":
     return Snapshot(runs_text(runs), curves_text(curves))
 
 
+def merge_recorded(base: Optional["Snapshot"], add: "Snapshot") -> Tuple["Snapshot", int, int]:
+    """``add`` (the suite's runs from one MLflow store) joined to what the board already recorded of the same
+    studies, for baselines swept over several machines or sessions (``uwbench sweep --recorded``): a finished
+    final run of the board's at ``add``'s spec hash and profile stays unless ``add`` finished the same run (cell,
+    seed, grid point); the board's runs of those studies at another spec hash or profile go (another suite's
+    runs). Returns the snapshot, the runs kept and the runs dropped."""
+    from uwbench.report.runs import Snapshot, curves_text, runs_text
+    from uwbench.selection import point_key
+
+    if base is None:
+        return Snapshot(add.runs_csv, add.curves_csv), 0, 0
+
+    def key(r) -> tuple:
+        sp = r.get("search_params")
+        return r["study"], r["cell"], int(r["seed"]), point_key(json.loads(sp) if isinstance(sp, str) and sp else {})
+
+    new = _records(add.runs)
+    made = {(r["study"], str(r["spec_hash"]), str(r["profile"])) for r in new}
+    done = {key(r) for r in new if r["role"] == "final" and r["status"] == "finished"}
+    studies = {m[0] for m in made}
+    kept, dropped, runs = 0, 0, []
+    for r in _records(base.runs):
+        if r["study"] not in studies:
+            runs.append(r)
+        elif (r["study"], str(r["spec_hash"]), str(r["profile"])) not in made:
+            dropped += 1
+        elif r["role"] == "final" and r["status"] == "finished" and key(r) not in done:
+            runs.append(r)
+            kept += 1
+    ids = {r["run_id"] for r in runs}
+    curves = [c for c in _records(base.curves) if c["run_id"] in ids] + _records(add.curves)
+    return Snapshot(runs_text(runs + new), curves_text(curves)), kept, dropped
+
+
+def missing_runs(snap: "Snapshot", suite: str, profile: Optional[str]) -> Tuple[List[Tuple[str, int]], int]:
+    """The suite's planned baseline runs (cell, seed) that ``snap`` holds no finished final run of, at the
+    suite's current spec hash and ``profile`` (what a sweep still has to run before the board is written),
+    and how many runs the suite plans. Without ``profile``: the one the snapshot's baseline runs were made at,
+    else the suite's default."""
+    from uwbench.selection import point_key
+    from uwbench.spec import load, load_plan
+    from uwbench.sweeps import planning
+
+    suite_id = load(suite).id
+    if profile is None:
+        made = {str(p) for p in _finished(snap, {suite_id})["profile"]} - {"", "nan"}
+        profile = made.pop() if len(made) == 1 else None
+    plan = load_plan(suite, profile)
+    done = _finished(snap, {plan.id})
+    done = done[(done["spec_hash"].astype(str) == plan.spec_hash) & (done["profile"].astype(str) == plan.profile)]
+    have = {(c, int(s), point_key(json.loads(p) if isinstance(p, str) and p else {}))
+            for c, s, p in zip(done["cell"], done["seed"], done["search_params"])}
+    jobs = [(cell.id, job) for cell in plan.cells for job in planning.final_jobs(plan, cell.id, [])]
+    return [(c, j.seed) for c, j in jobs if (c, j.seed, point_key(j.params)) not in have], len(jobs)
+
+
+def write_snapshot(snap: "Snapshot", folder: str) -> List[str]:
+    """Only the snapshot files (runs.csv, curves.csv) into ``folder``: the baselines recorded so far."""
+    os.makedirs(folder, exist_ok=True)
+    return [atomic.write_text(os.path.join(folder, name), text)
+            for name, text in zip(SNAPSHOT_FILES, (snap.runs_csv, snap.curves_csv))]
+
+
 def read_board(folder: str) -> Optional["Snapshot"]:
     """The snapshot a board folder holds (None when it has no runs.csv)."""
     from uwbench.report.runs import Snapshot
@@ -206,10 +272,7 @@ def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard",
     board = board_mod.build(snap)
     if min_converged is not None:
         board_mod.check_committable(board, min_converged)
-    os.makedirs(folder, exist_ok=True)
-    files = []
-    for name, text in zip(SNAPSHOT_FILES, (snap.runs_csv, snap.curves_csv)):
-        files.append(atomic.write_text(os.path.join(folder, name), text))
+    files = write_snapshot(snap, folder)
     return board, files + board_render.write(board, folder, title)
 
 

@@ -41,7 +41,8 @@ def add_arguments(p) -> None:
                       help="remake the committed board's files from its runs.csv and curves.csv (no MLflow)")
     mode.add_argument("--record-baselines", action="store_true",
                       help="take the suite's runs (a `uwbench sweep` of --suite) from MLflow into the committed "
-                           "board, keeping its other rows")
+                           "board, keeping its other rows and the baseline runs it recorded before that MLflow "
+                           "lacks (same spec hash and profile: a sweep over several machines)")
 
 
 def run(args) -> int:
@@ -65,6 +66,8 @@ def _show(args) -> int:
     import os
 
     path = os.path.join(args.board, "board.md")
+    if not os.path.exists(path) and os.path.exists(os.path.join(args.board, "runs.csv")):
+        raise FileNotFoundError(_in_progress(args))
     if not os.path.exists(path):
         raise FileNotFoundError(f"no board at {path}: build it by recording the baselines (`uwbench sweep "
                                 f"{args.suite} --workers 2`, then `uwbench leaderboard --record-baselines`), or "
@@ -75,8 +78,18 @@ def _show(args) -> int:
 
 
 def _rebuild(args) -> int:
+    import os
+
     from uwbench import leaderboard as lb
 
+    snap = lb.read_board(args.board)
+    if snap is not None and not os.path.exists(os.path.join(args.board, "board.md")):
+        missing, total = lb.missing_runs(snap, args.suite, args.profile)
+        if 0 < len(missing) < total:  # the suite's baselines part-recorded: the README block only, no board yet
+            print(f"{args.board}: the baselines are being recorded ({total - len(missing)} of {total} runs): no "
+                  "board to rebuild until every run is")
+            _refresh_readme(args.board)
+            return 0
     board, files = lb.rebuild(args.board)
     print(f"rebuilt {args.board} from its runs.csv: {len(board.rows)} rows, {len(files)} files")
     _refresh_readme(args.board)
@@ -102,12 +115,40 @@ def _record(args) -> int:
     from uwbench.report.board import MIN_CONVERGED
 
     minimum = MIN_CONVERGED if args.min_converged is None else args.min_converged
-    board, _ = lb.write_board(lb.merge(lb.read_board(args.board), snap), args.board, min_converged=minimum)
+    merged, kept, dropped = lb.merge_recorded(lb.read_board(args.board), snap)
+    if kept or dropped:
+        print(f"{args.board}: {kept} baseline runs it recorded before kept (this store has not run them)"
+              + (f"; {dropped} of another spec hash or profile dropped" if dropped else ""))
+    missing, total = lb.missing_runs(merged, args.suite, args.profile)
+    if missing:  # the runs are kept, so no machine runs them again; the board waits for the rest
+        lb.write_snapshot(merged, args.board)
+        cells = sorted({c for c, _ in missing})
+        print(f"baselines in progress: {total - len(missing)} of {total} runs recorded into {args.board} (runs.csv, "
+              f"curves.csv); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The board is written when "
+              f"every run is: sweep the rest on any machine (`uwbench sweep {args.suite} --recorded {args.board}`), "
+              "then record again")
+        _refresh_readme(args.board)
+        return 0
+    board, _ = lb.write_board(merged, args.board, min_converged=minimum)
     n = len(board.baseline_cells)
     print(f"baselines recorded into {args.board}: {len(board.rows)} rows; {n - len(board.unconverged)} of {n} "
           f"baseline cells converged, {len(board.counted)} of {len(board.positions)} columns counted")
     _refresh_readme(args.board)
     return 0
+
+
+def _in_progress(args) -> str:
+    """What a board folder whose baselines are still being recorded says (runs.csv, no board yet)."""
+    from uwbench import leaderboard as lb
+
+    missing, total = lb.missing_runs(lb.read_board(args.board), args.suite, args.profile)
+    return (f"no board at {args.board} yet: its baselines are being recorded, {total - len(missing)} of {total} runs "
+            f"so far (runs.csv); the board is written when every run is: sweep the rest (`uwbench sweep {args.suite} "
+            f"--recorded {args.board} --workers 2`), then `uwbench leaderboard --record-baselines`")
+
+
+def _few(names, n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f", ... ({len(names) - n} more)" if len(names) > n else "")
 
 
 def _settings(assignments) -> dict:
@@ -142,6 +183,8 @@ def _benchmark(args) -> int:
         raise FileNotFoundError(f"no baselines at {os.path.join(args.board, 'runs.csv')}: sweep the suite "
                                 f"(`uwbench sweep {args.suite} --workers 2`), then `uwbench leaderboard "
                                 "--record-baselines`; or point --board at a folder that has them")
+    if not os.path.exists(os.path.join(args.board, "board.md")):
+        raise FileNotFoundError(_in_progress(args))
     name = args.name or lb.row_name(model, writer)
     path = lb.writer_study(args.suite, name, model, writer, settings)
     print(f"study for the row {name}: {path}")

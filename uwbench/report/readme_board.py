@@ -13,8 +13,9 @@ row's own board, leaves every README alone):
   against UW and regular writing, CPU time against regular writing, and the row's own CPU core-hours;
 - the Pareto figure (``pareto.png``) when the board has one, and how to read the † marks.
 
-Without a committed board the block says so and names the commands that make one. A README without both
-marker lines is left alone. ``tests/test_readme.py`` fails when the committed block differs from what this
+Without a committed board the block says so and names the commands that make one; while the baselines are
+being recorded (runs.csv but no board.md yet) it says how many of the suite's runs are recorded. A README
+without both marker lines is left alone. ``tests/test_readme.py`` fails when the committed block differs from what this
 module writes from the committed board.
 """
 from __future__ import annotations
@@ -43,6 +44,20 @@ def _core_hours(snap) -> Dict[str, float]:
     return {str(name): float(secs[rows == name].sum()) / 3600.0 for name in sorted(set(rows))}
 
 
+def _in_progress(snap, link: str, readme_dir: str) -> str:
+    """The block while the baselines are being recorded (runs.csv, no board.md yet): how far they are."""
+    from uwbench import leaderboard as lb
+
+    hours = sum(_core_hours(snap).values())
+    suite = os.path.join(readme_dir, lb.SUITE)
+    missing, total = lb.missing_runs(snap, suite, None)
+    cells = sorted({c for c, _ in missing})
+    return (f"No board yet: the baselines are being recorded, **{total - len(missing)} of {total} runs** so far "
+            f"([`{link}/runs.csv`]({link}/runs.csv), {hours:.1f} CPU core-hours); {len(missing)} runs in "
+            f"{len(cells)} cells remain. The board is written when every run is. The first command below runs only "
+            "the rest (`--recorded`) and records them.\n")
+
+
 def render(folder: str, readme_dir: str = ".") -> str:
     """The block's text between the marker lines for the board folder ``folder`` (links relative to
     ``readme_dir``)."""
@@ -55,6 +70,8 @@ def render(folder: str, readme_dir: str = ".") -> str:
     if snap is None:
         return (f"No board is committed yet (`{link}/runs.csv` is absent): sweep the baselines once (the first "
                 "command below, `uwbench leaderboard --record-baselines` records them), then rank a writer.\n")
+    if not os.path.exists(os.path.join(folder, "board.md")):
+        return _in_progress(snap, link, readme_dir)
     board = board_mod.build(snap)
     hours = _core_hours(snap)
     finals = finished_finals(snap.runs)
