@@ -276,13 +276,14 @@ def test_a_board_is_committed_when_at_least_80_percent_of_its_baseline_cells_con
 def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_below_80(
         tmp_path, tracking_uri, capsys, monkeypatch):
     """The suite at its smoke profile (7 baseline cells x 2 seeds of 4 updates: too few evaluations for a
-    slope). Machine A sweeps one cell and records it into the board folder; machine B, its store and Optuna
-    storage empty, sweeps with `--recorded` the folder: it runs the other 12 runs only, and recording B's
-    store keeps A's runs. Until every run is recorded the folder holds runs.csv and curves.csv alone; then the
-    rule refuses the 7-cell board (0% converged) and leaves the folder as it was."""
+    slope). Machine A sweeps one cell and records it into the board folder: runs.csv and curves.csv alone,
+    no board until every run is recorded. Machine B, its stores empty, is refused the record until it restores
+    A's runs (`uwbench restore`); then it sweeps the other 12 runs only, and its record holds all 14. The rule
+    refuses the 7-cell board (0% converged) and leaves the folder as it was."""
     import pandas as pd
 
     from uwbench.cli import main
+    from uwbench.report import readme_board
     from uwbench.tracking.mlflow import search_runs
 
     common = ["--suite", SUITE, "--profile", "smoke"]
@@ -294,7 +295,7 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
                  *common]) == 0
     assert (f"baselines in progress: 2 of 14 runs recorded into {board} (runs.csv, curves.csv); 12 to run, in 6 "
             "cells (dnc_cuw2-copy-D1, dnc_cuw5-copy-D1, dnc_rw-copy-D1, dnc_uw-copy-D1, ... (2 more)). The board is "
-            f"written when every run is: sweep the rest on any machine (`uwbench sweep {SUITE} --recorded {board}`)"
+            f"written when every run is: on any machine, put them back (`uwbench restore {SUITE} --from {board}`)"
             in capsys.readouterr().out)
     a_runs = pd.read_csv(board / "runs.csv")
     assert sorted(a_runs["cell"]) == ["dnc-copy-D1"] * 2
@@ -302,21 +303,27 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     assert main(["leaderboard", "--rebuild", "--board", str(board), "--suite", SUITE]) == 0
     assert "the baselines are being recorded (2 of 14 runs): no board to rebuild" in capsys.readouterr().out
     assert sorted(os.listdir(board)) == ["curves.csv", "runs.csv"]
-    from uwbench.report import readme_board
-
     block = readme_board.render(str(board), ROOT)  # the README's block while the baselines are being recorded
     assert block.startswith("No board yet: the baselines are being recorded, **2 of 14 runs** so far")
     assert "12 runs in 6 cells remain" in block
 
     monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "machine_b"))  # machine B: its own Optuna storage
     uri_b = f"sqlite:///{tmp_path / 'b.db'}"
-    capsys.readouterr()
-    assert main([*sweep, "--tracking-uri", uri_b, "--recorded", str(board)]) == 0
-    assert f"--recorded {board}: 2 of the 14 runs finished there; not run again" in capsys.readouterr().out
-    b_finals = search_runs(["leaderboard"], uri=uri_b).query("`tags.role` == 'final'")
-    assert len(b_finals) == 12 and "dnc-copy-D1" not in set(b_finals["tags.cell"])
-
+    assert main([*sweep, "--tracking-uri", uri_b, "--cells", "ntm-*"]) == 0  # a cell swept before restoring
     before = (board / "runs.csv").read_text()
+    capsys.readouterr()
+    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--tracking-uri", uri_b, *common]) == 2
+    assert (f"error: {board} records 2 baseline runs of this suite that this MLflow store lacks, in 1 cells "
+            f"(dnc-copy-D1): recording would drop them. Put them back first (`uwbench restore {SUITE} --from {board}`"
+            in capsys.readouterr().err)
+    assert (board / "runs.csv").read_text() == before
+    assert main(["restore", SUITE, "--from", str(board), "--profile", "smoke", "--tracking-uri", uri_b]) == 0
+    assert "restored 2 run(s)" in capsys.readouterr().out
+    assert main([*sweep, "--tracking-uri", uri_b]) == 0
+    b_finals = search_runs(["leaderboard"], uri=uri_b).query("`tags.role` == 'final'")
+    assert len(b_finals) == 14 and (b_finals["tags.cell"] == "dnc-copy-D1").sum() == 2  # A's cell not run again
+
+    capsys.readouterr()
     assert main(["leaderboard", "--record-baselines", "--board", str(board), "--tracking-uri", uri_b, *common]) == 2
     err = capsys.readouterr().err
     assert ("error: 0 of 7 baseline cells converged (0%): a board is committed when at least 80% did. Not "
@@ -324,37 +331,14 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     assert (board / "runs.csv").read_text() == before
     assert main(["leaderboard", "--record-baselines", "--board", str(board), "--min-converged", "0",
                  "--tracking-uri", uri_b, *common]) == 0
-    out = capsys.readouterr().out
-    assert "2 baseline runs it recorded before kept (this store has not run them)" in out
-    assert "0 of 7 baseline cells converged, 0 of 1 columns counted" in out
+    assert "0 of 7 baseline cells converged, 0 of 1 columns counted" in capsys.readouterr().out
     assert "**Baselines: 0 of 7 cells converged** (0%" in (board / "board.md").read_text()
     runs = pd.read_csv(board / "runs.csv")
     assert len(runs) == 14 and not runs.duplicated(["cell", "seed"]).any()
-    assert set(runs.loc[runs["cell"] == "dnc-copy-D1", "run_id"]) == set(a_runs["run_id"])
+    restored = runs[runs["cell"] == "dnc-copy-D1"].sort_values("seed")
+    assert list(restored["test_accuracy"]) == list(a_runs.sort_values("seed")["test_accuracy"])  # A's, not re-run
     curves = pd.read_csv(board / "curves.csv")
-    assert set(curves["run_id"]) == set(runs["run_id"])  # A's curves kept beside B's
-
-    capsys.readouterr()  # every run recorded: the next machine has nothing to run
-    monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "machine_c"))
-    assert main([*sweep, "--tracking-uri", f"sqlite:///{tmp_path / 'c.db'}", "--recorded", str(board)]) == 0
-    assert "14 of the 14 runs finished there" in capsys.readouterr().out
-
-
-def test_recorded_refuses_a_snapshot_of_another_study_or_spec(tmp_path, capsys):
-    """`sweep --recorded` takes runs of this study at this spec hash and profile only, and says which it found."""
-    from uwbench.cli import main
-
-    runs = run_rows("dnc", "copy", D_LOW, [50, 51], spec_hash="0123456789ab")
-    (tmp_path / "runs.csv").write_text(runs_text(runs))
-    sweep = ["sweep", SUITE, "--profile", "smoke", "--workers", "0", "--no-progress"]
-    assert main([*sweep, "--recorded", str(tmp_path)]) == 2
-    assert ("its runs of leaderboard were made at spec hash 0123456789ab at profile smoke; this sweep is "
-            in capsys.readouterr().err)
-    (tmp_path / "runs.csv").write_text(runs_text(run_rows("dnc_mine", "copy", D_LOW, [50])))
-    assert main([*sweep, "--recorded", str(tmp_path / "runs.csv")]) == 2
-    assert "no run of study 'leaderboard' (it holds leaderboard_dnc_mine)" in capsys.readouterr().err
-    assert main([*sweep, "--recorded", str(tmp_path / "nothing")]) == 2
-    assert "no such file; give a folder holding a runs.csv" in capsys.readouterr().err
+    assert set(curves["run_id"]) == set(runs["run_id"])
 
 
 def test_min_converged_is_a_share_and_only_for_recording_baselines(capsys):
@@ -512,8 +496,8 @@ def test_show_prints_the_committed_board_and_says_how_to_build_a_missing_one(tmp
     for command in (["--show"], ["--writer", "uniform"]):
         assert main(["leaderboard", *command]) == 2
         assert (f"no board at {lb.BOARD_DIR} yet: its baselines are being recorded, 0 of 14 runs so far (runs.csv); "
-                "the board is written when every run is: sweep the rest (`uwbench sweep studies/leaderboard.yaml "
-                f"--recorded {lb.BOARD_DIR} --workers 2`)") in capsys.readouterr().err
+                "the board is written when every run is: put them back (`uwbench restore studies/leaderboard.yaml "
+                f"--from {lb.BOARD_DIR}`), sweep the rest") in capsys.readouterr().err
 
 
 def test_a_new_row_must_be_made_like_the_baselines():

@@ -12,10 +12,11 @@
 5. ``merge`` with the recorded baselines (``reports/leaderboard/runs.csv`` and ``curves.csv``; never
    re-run) after ``check_comparable``, and ``write_board``: the snapshot and the board files.
 
-Recording the baselines (``--record-baselines``) keeps the baseline runs the folder recorded before that
-the store lacks (``merge_recorded``), so the suite can be swept over several machines or sessions, each
-one's sweep skipping what is recorded (``uwbench sweep --recorded``). Until every planned baseline run is
-recorded (``missing_runs``) it writes only runs.csv and curves.csv; then it writes the board, and only when
+Recording the baselines (``--record-baselines``) can span several machines or sessions: each new machine
+puts the folder's recorded runs back into its stores with ``uwbench restore`` before it sweeps the rest, and
+the record refuses a store that lacks some of them (``unrestored``) rather than drop them. Until every
+planned baseline run is recorded (``missing_runs``) it writes only runs.csv and curves.csv; then it writes
+the board, and only when
 at least ``board.MIN_CONVERGED`` of its baseline cells converged (``board.check_committable``): the rule a
 committed board meets; the columns with a baseline cell not converged are marked † and not counted.
 """
@@ -155,38 +156,24 @@ def merge(base: Optional["Snapshot"], add: "Snapshot") -> "Snapshot":
     return Snapshot(runs_text(runs), curves_text(curves))
 
 
-def merge_recorded(base: Optional["Snapshot"], add: "Snapshot") -> Tuple["Snapshot", int, int]:
-    """``add`` (the suite's runs from one MLflow store) joined to what the board already recorded of the same
-    studies, for baselines swept over several machines or sessions (``uwbench sweep --recorded``): a finished
-    final run of the board's at ``add``'s spec hash and profile stays unless ``add`` finished the same run (cell,
-    seed, grid point); the board's runs of those studies at another spec hash or profile go (another suite's
-    runs). Returns the snapshot, the runs kept and the runs dropped."""
-    from uwbench.report.runs import Snapshot, curves_text, runs_text
+def unrestored(base: Optional["Snapshot"], add: "Snapshot") -> List[Tuple[str, int]]:
+    """The finished baseline runs (cell, seed) the board folder ``base`` records at ``add``'s spec hash and
+    profile that ``add`` (the suite's runs from one MLflow store) lacks: recording ``add`` would drop them.
+    A sweep on a new machine puts them back first with ``uwbench restore`` (``sweeps/restore.py``)."""
     from uwbench.selection import point_key
 
-    if base is None:
-        return Snapshot(add.runs_csv, add.curves_csv), 0, 0
+    if base is None or len(add.runs) == 0:
+        return []
 
-    def key(r) -> tuple:
-        sp = r.get("search_params")
-        return r["study"], r["cell"], int(r["seed"]), point_key(json.loads(sp) if isinstance(sp, str) and sp else {})
+    def keys(frame) -> set:
+        return {(c, int(s), point_key(json.loads(p) if isinstance(p, str) and p else {}))
+                for c, s, p in zip(frame["cell"], frame["seed"], frame["search_params"])}
 
-    new = _records(add.runs)
-    made = {(r["study"], str(r["spec_hash"]), str(r["profile"])) for r in new}
-    done = {key(r) for r in new if r["role"] == "final" and r["status"] == "finished"}
-    studies = {m[0] for m in made}
-    kept, dropped, runs = 0, 0, []
-    for r in _records(base.runs):
-        if r["study"] not in studies:
-            runs.append(r)
-        elif (r["study"], str(r["spec_hash"]), str(r["profile"])) not in made:
-            dropped += 1
-        elif r["role"] == "final" and r["status"] == "finished" and key(r) not in done:
-            runs.append(r)
-            kept += 1
-    ids = {r["run_id"] for r in runs}
-    curves = [c for c in _records(base.curves) if c["run_id"] in ids] + _records(add.curves)
-    return Snapshot(runs_text(runs + new), curves_text(curves)), kept, dropped
+    made = {(str(st), str(h), str(p)) for st, h, p in zip(add.runs["study"], add.runs["spec_hash"], add.runs["profile"])}
+    old = _finished(base)
+    old = old[[(str(st), str(h), str(p)) in made
+               for st, h, p in zip(old["study"], old["spec_hash"], old["profile"])]] if len(old) else old
+    return sorted((c, s) for c, s, _ in keys(old) - keys(_finished(add))) if len(old) else []
 
 
 def missing_runs(snap: "Snapshot", suite: str, profile: Optional[str]) -> Tuple[List[Tuple[str, int]], int]:

@@ -41,8 +41,8 @@ def add_arguments(p) -> None:
                       help="remake the committed board's files from its runs.csv and curves.csv (no MLflow)")
     mode.add_argument("--record-baselines", action="store_true",
                       help="take the suite's runs (a `uwbench sweep` of --suite) from MLflow into the committed "
-                           "board, keeping its other rows and the baseline runs it recorded before that MLflow "
-                           "lacks (same spec hash and profile: a sweep over several machines)")
+                           "board, keeping its other rows; only runs.csv and curves.csv until every baseline run "
+                           "is recorded (a sweep over several machines: `uwbench restore` on each new one)")
 
 
 def run(args) -> int:
@@ -115,18 +115,23 @@ def _record(args) -> int:
     from uwbench.report.board import MIN_CONVERGED
 
     minimum = MIN_CONVERGED if args.min_converged is None else args.min_converged
-    merged, kept, dropped = lb.merge_recorded(lb.read_board(args.board), snap)
-    if kept or dropped:
-        print(f"{args.board}: {kept} baseline runs it recorded before kept (this store has not run them)"
-              + (f"; {dropped} of another spec hash or profile dropped" if dropped else ""))
+    base = lb.read_board(args.board)
+    lost = lb.unrestored(base, snap)
+    if lost:
+        cells = sorted({c for c, _ in lost})
+        raise ValueError(f"{args.board} records {len(lost)} baseline runs of this suite that this MLflow store lacks, "
+                         f"in {len(cells)} cells ({_few(cells)}): recording would drop them. Put them back first "
+                         f"(`uwbench restore {args.suite} --from {args.board}`, with the sweep's --profile and "
+                         "--tracking-uri), then sweep the rest and record again")
+    merged = lb.merge(base, snap)
     missing, total = lb.missing_runs(merged, args.suite, args.profile)
     if missing:  # the runs are kept, so no machine runs them again; the board waits for the rest
         lb.write_snapshot(merged, args.board)
         cells = sorted({c for c, _ in missing})
         print(f"baselines in progress: {total - len(missing)} of {total} runs recorded into {args.board} (runs.csv, "
               f"curves.csv); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The board is written when "
-              f"every run is: sweep the rest on any machine (`uwbench sweep {args.suite} --recorded {args.board}`), "
-              "then record again")
+              f"every run is: on any machine, put them back (`uwbench restore {args.suite} --from {args.board}`), "
+              f"sweep the rest (`uwbench sweep {args.suite} --workers 2`) and record again")
         _refresh_readme(args.board)
         return 0
     board, _ = lb.write_board(merged, args.board, min_converged=minimum)
@@ -143,8 +148,9 @@ def _in_progress(args) -> str:
 
     missing, total = lb.missing_runs(lb.read_board(args.board), args.suite, args.profile)
     return (f"no board at {args.board} yet: its baselines are being recorded, {total - len(missing)} of {total} runs "
-            f"so far (runs.csv); the board is written when every run is: sweep the rest (`uwbench sweep {args.suite} "
-            f"--recorded {args.board} --workers 2`), then `uwbench leaderboard --record-baselines`")
+            f"so far (runs.csv); the board is written when every run is: put them back (`uwbench restore {args.suite} "
+            f"--from {args.board}`), sweep the rest (`uwbench sweep {args.suite} --workers 2`), then `uwbench "
+            "leaderboard --record-baselines`")
 
 
 def _few(names, n: int = 4) -> str:

@@ -45,10 +45,6 @@ def add_arguments(p) -> None:
     p.add_argument("--cells", action="append", metavar="PATTERN",
                    help="run only the cells whose id matches this glob, e.g. 'dnc-uniform-*' (repeatable); the runs "
                         "are the study's own, and its report names the cells not run yet")
-    p.add_argument("--recorded", metavar="FOLDER",
-                   help="a faithful study: do not run again the finished runs that this snapshot (a folder with a "
-                        "runs.csv, e.g. a report's or a board's, or the runs.csv) holds at this spec hash and "
-                        "profile: a sweep moved to a new machine whose store is empty")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
@@ -72,11 +68,6 @@ def _sweep(args) -> int:
     if plan.skipped_cells:
         print(f"--cells: {len(plan.cells)} of {len(plan.cells) + len(plan.skipped_cells)} cells "
               f"({', '.join(c.id for c in plan.cells)})")
-    if args.recorded:
-        from uwbench.sweeps import recorded
-
-        n = recorded.mark(plan, args.recorded)
-        print(f"--recorded {args.recorded}: {n} of the {n + plan.n_runs()} runs finished there; not run again")
     if plan.waits_for:
         raise SweepError(f"{args.study}: study {plan.id} waits for {', '.join(plan.waits_for)}, which is not "
                          "registered yet (see `uwbench ls`)")

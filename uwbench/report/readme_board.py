@@ -54,8 +54,8 @@ def _in_progress(snap, link: str, readme_dir: str) -> str:
     cells = sorted({c for c, _ in missing})
     return (f"No board yet: the baselines are being recorded, **{total - len(missing)} of {total} runs** so far "
             f"([`{link}/runs.csv`]({link}/runs.csv), {hours:.1f} CPU core-hours); {len(missing)} runs in "
-            f"{len(cells)} cells remain. The board is written when every run is. The first command below runs only "
-            "the rest (`--recorded`) and records them.\n")
+            f"{len(cells)} cells remain. The board is written when every run is: the first command below puts the "
+            "recorded runs back into MLflow (`uwbench restore`), sweeps the rest and records them.\n")
 
 
 def render(folder: str, readme_dir: str = ".") -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional
 
 from uwbench.spec.schema import Budget, Objective, Pruning, StudySpec
 
@@ -48,8 +48,6 @@ class Plan:
     overrides: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # ``--set``: {section: {key: value}}
     skipped_cells: List[str] = field(default_factory=list)  # cells of the study left out by ``--cells``
     cell_seeds: Dict[str, List[int]] = field(default_factory=dict)  # cell id -> its seeds, where not ``seeds``
-    # cell id -> (seed, grid point key) of its runs finished elsewhere, not run again (``sweep --recorded``)
-    recorded: Dict[str, Set[Tuple[int, str]]] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.objectives:
@@ -89,7 +87,7 @@ class Plan:
         re-runs every Pareto-optimal trial, so this is its least (one Pareto-optimal trial)."""
         if self.mode == "faithful":
             seeds = self.seeds_of(cell_id) if cell_id is not None else self.seeds
-            return len(self.grid_points()) * len(seeds) - len(self.recorded.get(cell_id, ()))
+            return len(self.grid_points()) * len(seeds)
         return self.budget.n_trials + len(self.final_seeds)
 
     def n_runs(self) -> int:

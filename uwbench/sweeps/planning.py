@@ -106,9 +106,8 @@ class FinalJob:
 
 
 def final_jobs(plan: Plan, cell_id: str, rows: List[common.Record]) -> List[FinalJob]:
-    """Every final run a cell needs given its records, less those recorded elsewhere (``Plan.recorded``).
-    Tuned: none until a search trial finished; with several objectives, every Pareto-optimal trial's params
-    on every final seed (``selection.pareto_trials``)."""
+    """Every final run a cell needs given its records (tuned: none until a search trial finished; with
+    several objectives, every Pareto-optimal trial's params on every final seed: ``selection.pareto_trials``)."""
     if plan.mode == "tuned" and plan.multi_objective:
         front = selection.pareto_trials([r for r in rows if r.cell == cell_id], plan.directions)
         n = len(plan.final_seeds)
@@ -120,10 +119,9 @@ def final_jobs(plan: Plan, cell_id: str, rows: List[common.Record]) -> List[Fina
             return []
         return [FinalJob(dict(best.params), int(seed), i, {"best_trial": best.number})
                 for i, seed in enumerate(plan.final_seeds)]
-    seeds, done = plan.seeds_of(cell_id), plan.recorded.get(cell_id, set())
+    seeds = plan.seeds_of(cell_id)
     return [FinalJob({**point, axes.SEED_PARAM: seed}, int(seed), i * len(seeds) + j, {})
-            for i, point in enumerate(plan.grid_points()) for j, seed in enumerate(seeds)
-            if (int(seed), selection.point_key(point)) not in done]  # the index stays the run's own
+            for i, point in enumerate(plan.grid_points()) for j, seed in enumerate(seeds)]
 
 
 def search_done(plan: Plan, rows: List[common.Record]) -> bool:
