@@ -15,11 +15,12 @@ import shutil
 import numpy as np
 import pytest
 
+from uwbench.leaderboard import is_board_folder
 from uwbench.report import compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "reports", "*", "runs.csv"))
-                   if not os.path.exists(os.path.join(os.path.dirname(p), "board.md")))  # boards: test_leaderboard.py
+                   if not is_board_folder(os.path.dirname(p)))  # boards: test_leaderboard.py
 INPUTS = ("runs.csv", "curves.csv", "traces.csv")  # the snapshot; everything else is derived from it
 
 

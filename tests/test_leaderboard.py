@@ -293,16 +293,22 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     capsys.readouterr()
     assert main(["leaderboard", "--record-baselines", "--board", str(board), "--tracking-uri", tracking_uri,
                  *common]) == 0
-    assert (f"baselines in progress: 2 of 14 runs recorded into {board} (runs.csv, curves.csv); 12 to run, in 6 "
+    assert (f"baselines in progress: 2 of 14 runs recorded into {board} (runs.csv, curves.csv, progress.md); 12 to run, in 6 "
             "cells (dnc_cuw2-copy-D1, dnc_cuw5-copy-D1, dnc_rw-copy-D1, dnc_uw-copy-D1, ... (2 more)). The board is "
             f"written when every run is: on any machine, put them back (`uwbench restore {SUITE} --from {board}`)"
             in capsys.readouterr().out)
     a_runs = pd.read_csv(board / "runs.csv")
     assert sorted(a_runs["cell"]) == ["dnc-copy-D1"] * 2
-    assert sorted(os.listdir(board)) == ["curves.csv", "runs.csv"]  # no board until every run is recorded
+    assert sorted(os.listdir(board)) == ["curves.csv", "progress.md", "runs.csv"]  # no board until every run is
+    progress = (board / "progress.md").read_text()
+    table = {c[0]: c[1:] for c in ([v.strip() for v in line.strip("|").split("|")]
+                                   for line in progress.splitlines() if line.startswith("| "))}
+    assert "**2 of 14 baseline runs recorded** (" in progress and len(table) == 9  # the header, its rule, 7 rows
+    assert table["dnc"][0] == "2 of 2" and table["dnc"][2] == "none" and float(table["dnc"][1]) >= 0
+    assert table["dnc_uw"] == ["0 of 2", "0.00", "dnc_uw-copy-D1"]
     assert main(["leaderboard", "--rebuild", "--board", str(board), "--suite", SUITE]) == 0
     assert "the baselines are being recorded (2 of 14 runs): no board to rebuild" in capsys.readouterr().out
-    assert sorted(os.listdir(board)) == ["curves.csv", "runs.csv"]
+    assert sorted(os.listdir(board)) == ["curves.csv", "progress.md", "runs.csv"]
     block = readme_board.render(str(board), ROOT)  # the README's block while the baselines are being recorded
     assert block.startswith("No board yet: the baselines are being recorded, **2 of 14 runs** so far")
     assert "12 runs in 6 cells remain" in block
@@ -333,6 +339,7 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
                  "--tracking-uri", uri_b, *common]) == 0
     assert "0 of 7 baseline cells converged, 0 of 1 columns counted" in capsys.readouterr().out
     assert "**Baselines: 0 of 7 cells converged** (0%" in (board / "board.md").read_text()
+    assert not (board / "progress.md").exists()  # the board replaces it
     runs = pd.read_csv(board / "runs.csv")
     assert len(runs) == 14 and not runs.duplicated(["cell", "seed"]).any()
     restored = runs[runs["cell"] == "dnc-copy-D1"].sort_values("seed")
@@ -811,3 +818,25 @@ def test_a_board_says_when_its_rows_ran_at_different_versions_of_the_code():
     note = board_render.code_note(two)
     assert "2 versions of the code: `beef002` (DNC+mine); `c0de001` (DNC)" in note
     assert note in board_render.markdown(two) and "CPU-time ratio" in note
+
+
+def test_the_reports_index_links_a_board_folder_to_its_board_or_its_progress(tmp_path):
+    """A board folder (board.md, or progress.md while its baselines are being recorded) is no study report:
+    the reports' index links its page, and the README's results block leaves it out."""
+    from uwbench import leaderboard as lb
+    from uwbench.report import index, readme_block
+
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    shutil.copy(SUITE, studies / "leaderboard.yaml")
+    folder = tmp_path / "reports" / "leaderboard"
+    lb.write_snapshot(fixture_board(), str(folder))
+    (folder / lb.PROGRESS_FILE).write_text("# progress\n")
+    entries = {e["id"]: e for e in index.index_entries(str(tmp_path / "reports"), str(studies))}
+    assert entries["leaderboard"]["link"] == "leaderboard/progress.md"
+    assert entries["leaderboard"]["status"] == "baselines being recorded"
+    assert readme_block.entries(str(tmp_path / "reports"), str(studies)) == []
+    lb.write_board(fixture_board(), str(folder))
+    assert not (folder / lb.PROGRESS_FILE).exists()
+    entries = {e["id"]: e for e in index.index_entries(str(tmp_path / "reports"), str(studies))}
+    assert entries["leaderboard"]["link"] == "leaderboard/board.md" and entries["leaderboard"]["status"] == "leaderboard"

@@ -126,10 +126,10 @@ def _record(args) -> int:
     merged = lb.merge(base, snap)
     missing, total = lb.missing_runs(merged, args.suite, args.profile)
     if missing:  # the runs are kept, so no machine runs them again; the board waits for the rest
-        lb.write_snapshot(merged, args.board)
+        lb.write_progress(merged, args.board, args.suite, args.profile, missing, total)
         cells = sorted({c for c, _ in missing})
         print(f"baselines in progress: {total - len(missing)} of {total} runs recorded into {args.board} (runs.csv, "
-              f"curves.csv); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The board is written when "
+              f"curves.csv, {lb.PROGRESS_FILE}); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The board is written when "
               f"every run is: on any machine, put them back (`uwbench restore {args.suite} --from {args.board}`), "
               f"sweep the rest (`uwbench sweep {args.suite} --workers 2`) and record again")
         _refresh_readme(args.board)

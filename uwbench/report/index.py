@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench import atomic
+from uwbench.leaderboard import is_board_folder
 from uwbench.report import formats, tables, verdicts
 from uwbench.report import readme_block
 from uwbench.report.readme_block import claim_text
@@ -32,6 +33,10 @@ def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str
 
             sid = spec_mod.load(path).id
             folder = os.path.join(root, sid)
+            if is_board_folder(folder):  # a leaderboard's folder: its board, or its baselines being recorded
+                seen.add(sid)
+                entries.append(_board_entry(spec_mod.load(path), folder))
+                continue
             snap = Snapshot.from_dir(folder) if os.path.exists(os.path.join(folder, "runs.csv")) else None
             view = load_study(path, snap.runs if snap is not None else None)
             budget_profiles = paper_budget_profiles(spec_mod.load(path), path)
@@ -43,11 +48,23 @@ def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str
         entries.append({**_entry(view, root, snap), "path": path, "budget_profiles": budget_profiles})
     for runs_csv in sorted(glob.glob(os.path.join(root, "*", "runs.csv"))):
         sid = os.path.basename(os.path.dirname(runs_csv))
-        if sid in seen:
+        if sid in seen or is_board_folder(os.path.dirname(runs_csv)):
             continue
         snap = Snapshot.from_dir(os.path.dirname(runs_csv))
         entries.append(_entry(from_runs(sid, snap.runs), root, snap))
     return entries
+
+
+def _board_entry(spec, folder: str) -> Dict[str, str]:
+    """The index's line for a leaderboard folder: a link to its board, or to its progress while the baselines
+    are being recorded."""
+    from uwbench import leaderboard as lb
+
+    done = os.path.exists(os.path.join(folder, "board.md"))
+    page = "board.md" if done else lb.PROGRESS_FILE
+    return {"id": spec.id, "title": spec.title, "headline": "", "cells": "",
+            "status": "leaderboard" if done else "baselines being recorded", "claims": "",
+            "link": f"{os.path.basename(folder)}/{page}"}
 
 
 def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[str, str]:

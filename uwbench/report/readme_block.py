@@ -66,6 +66,7 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
     """One entry per study file whose report folder under ``root`` has a ``runs.csv`` (leaderboard boards
     are left out: ``uwbench leaderboard`` writes them)."""
     from uwbench import spec as spec_mod
+    from uwbench.leaderboard import is_board_folder
 
     out = []
     for path in sorted(glob.glob(os.path.join(studies_dir, "*.yaml"))):
@@ -74,7 +75,7 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
         except spec_mod.SpecError:
             continue
         folder = os.path.join(root, spec.id)
-        if not os.path.exists(os.path.join(folder, "runs.csv")) or os.path.exists(os.path.join(folder, "board.md")):
+        if not os.path.exists(os.path.join(folder, "runs.csv")) or is_board_folder(folder):
             continue
         runs = pd.read_csv(os.path.join(folder, "runs.csv"), low_memory=False)
         finals = runs[runs["role"] == "final"] if "role" in runs.columns else runs
