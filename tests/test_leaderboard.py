@@ -840,3 +840,18 @@ def test_the_reports_index_links_a_board_folder_to_its_board_or_its_progress(tmp
     assert not (folder / lb.PROGRESS_FILE).exists()
     entries = {e["id"]: e for e in index.index_entries(str(tmp_path / "reports"), str(studies))}
     assert entries["leaderboard"]["link"] == "leaderboard/board.md" and entries["leaderboard"]["status"] == "leaderboard"
+
+
+def test_a_study_report_is_refused_in_a_board_folder(tmp_path, capsys):
+    """`uwbench report` of the suite into its board folder would replace the board's runs.csv."""
+    from uwbench import leaderboard as lb
+    from uwbench.cli import main
+
+    folder = tmp_path / "reports" / "leaderboard"
+    lb.write_snapshot(fixture_board(), str(folder))
+    (folder / lb.PROGRESS_FILE).write_text("# progress\n")
+    before = (folder / "runs.csv").read_text()
+    assert main(["report", SUITE, "--out", str(tmp_path / "reports"), "--source", "csv"]) == 2
+    assert "is a leaderboard folder (board.md or progress.md): a study report there would replace" in \
+        capsys.readouterr().err
+    assert (folder / "runs.csv").read_text() == before

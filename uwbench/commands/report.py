@@ -102,8 +102,7 @@ def _write(args) -> int:
             except spec_mod.SpecError as exc:
                 print(f"skipped {path}: {exc}")
                 continue
-            if os.path.abspath(path) == os.path.abspath(lb.SUITE) or \
-                    os.path.exists(os.path.join(args.out, sid, "board.md")):
+            if os.path.abspath(path) == os.path.abspath(lb.SUITE) or lb.is_board_folder(os.path.join(args.out, sid)):
                 print(f"{sid}: the leaderboard's suite: `uwbench leaderboard --rebuild` writes its board")
                 continue
             has_csv = os.path.exists(os.path.join(args.out, sid, "runs.csv"))

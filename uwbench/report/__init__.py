@@ -43,6 +43,12 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
         spec_mod.expand(spec, profile, path, overrides=overrides)
     study_id = spec.id
     folder = os.path.join(out, study_id)
+    from uwbench.leaderboard import is_board_folder
+
+    if is_board_folder(folder):  # its runs.csv is the board's (every row's runs, or the baselines so far)
+        raise ValueError(f"{folder} is a leaderboard folder (board.md or progress.md): a study report there would "
+                         "replace the board's runs.csv; `uwbench leaderboard --rebuild` writes that folder, and a "
+                         "study report of the suite goes elsewhere (--out DIR)")
     snap = None
     search_storage = None
     if source in ("auto", "mlflow"):

@@ -53,7 +53,8 @@ def _in_progress(snap, link: str, readme_dir: str) -> str:
     missing, total = lb.missing_runs(snap, suite, None)
     cells = sorted({c for c, _ in missing})
     return (f"No board yet: the baselines are being recorded, **{total - len(missing)} of {total} runs** so far "
-            f"([`{link}/runs.csv`]({link}/runs.csv), {hours:.1f} CPU core-hours); {len(missing)} runs in "
+            f"({hours:.1f} CPU core-hours; each row's runs and the cells to go: [`{link}/{lb.PROGRESS_FILE}`]"
+            f"({link}/{lb.PROGRESS_FILE})); {len(missing)} runs in "
             f"{len(cells)} cells remain. The board is written when every run is: the first command below puts the "
             "recorded runs back into MLflow (`uwbench restore`), sweeps the rest and records them.\n")
 
