@@ -15,10 +15,10 @@
 Recording the baselines (``--record-baselines``) can span several machines or sessions: each new machine
 puts the folder's recorded runs back into its stores with ``uwbench restore`` before it sweeps the rest, and
 the record refuses a store that lacks some of them (``unrestored``) rather than drop them. Until every
-planned baseline run is recorded (``missing_runs``) it writes only runs.csv and curves.csv; then it writes
-the board, and only when
-at least ``board.MIN_CONVERGED`` of its baseline cells converged (``board.check_committable``): the rule a
-committed board meets; the columns with a baseline cell not converged are marked † and not counted.
+planned baseline run is recorded (``missing_runs``) it writes only runs.csv, curves.csv and progress.md
+(``write_progress``); then it writes the board, and only when at least ``board.MIN_CONVERGED`` of its
+baseline cells converged (``board.check_committable``): the rule a committed board meets; the columns with
+a baseline cell not converged are marked † and not counted.
 """
 from __future__ import annotations
 
@@ -158,24 +158,26 @@ def merge(base: Optional["Snapshot"], add: "Snapshot") -> "Snapshot":
     return Snapshot(runs_text(runs), curves_text(curves))
 
 
+def _run_keys(frame) -> set:
+    """(cell, seed, grid point) of each run of a runs frame: a run's identity within one spec hash."""
+    from uwbench.selection import point_key
+
+    return {(c, int(s), point_key(json.loads(p) if isinstance(p, str) and p else {}))
+            for c, s, p in zip(frame["cell"], frame["seed"], frame["search_params"])}
+
+
 def unrestored(base: Optional["Snapshot"], add: "Snapshot") -> List[Tuple[str, int]]:
     """The finished baseline runs (cell, seed) the board folder ``base`` records at ``add``'s spec hash and
     profile that ``add`` (the suite's runs from one MLflow store) lacks: recording ``add`` would drop them.
     A sweep on a new machine puts them back first with ``uwbench restore`` (``sweeps/restore.py``)."""
-    from uwbench.selection import point_key
-
     if base is None or len(add.runs) == 0:
         return []
-
-    def keys(frame) -> set:
-        return {(c, int(s), point_key(json.loads(p) if isinstance(p, str) and p else {}))
-                for c, s, p in zip(frame["cell"], frame["seed"], frame["search_params"])}
-
     made = {(str(st), str(h), str(p)) for st, h, p in zip(add.runs["study"], add.runs["spec_hash"], add.runs["profile"])}
     old = _finished(base)
-    old = old[[(str(st), str(h), str(p)) in made
-               for st, h, p in zip(old["study"], old["spec_hash"], old["profile"])]] if len(old) else old
-    return sorted((c, s) for c, s, _ in keys(old) - keys(_finished(add))) if len(old) else []
+    if len(old) == 0:
+        return []
+    old = old[[(str(st), str(h), str(p)) in made for st, h, p in zip(old["study"], old["spec_hash"], old["profile"])]]
+    return sorted((c, s) for c, s, _ in _run_keys(old) - _run_keys(_finished(add)))
 
 
 def missing_runs(snap: "Snapshot", suite: str, profile: Optional[str]) -> Tuple[List[Tuple[str, int]], int]:
@@ -184,14 +186,12 @@ def missing_runs(snap: "Snapshot", suite: str, profile: Optional[str]) -> Tuple[
     and how many runs the suite plans. Without ``profile``: the one the snapshot's baseline runs were made at,
     else the suite's default."""
     from uwbench.selection import point_key
-    from uwbench.spec import load, load_plan
     from uwbench.sweeps import planning
 
-    plan = load_plan(suite, profile if profile is not None else _profile_of(snap, load(suite).id))
+    plan = _suite_plan(snap, suite, profile)
     done = _finished(snap, {plan.id})
-    done = done[(done["spec_hash"].astype(str) == plan.spec_hash) & (done["profile"].astype(str) == plan.profile)]
-    have = {(c, int(s), point_key(json.loads(p) if isinstance(p, str) and p else {}))
-            for c, s, p in zip(done["cell"], done["seed"], done["search_params"])}
+    have = _run_keys(done[(done["spec_hash"].astype(str) == plan.spec_hash)
+                          & (done["profile"].astype(str) == plan.profile)])
     jobs = [(cell.id, job) for cell in plan.cells for job in planning.final_jobs(plan, cell.id, [])]
     return [(c, j.seed) for c, j in jobs if (c, j.seed, point_key(j.params)) not in have], len(jobs)
 
@@ -207,14 +207,11 @@ def write_progress(snap: "Snapshot", folder: str, suite: str, profile: Optional[
     """The baselines recorded so far: runs.csv, curves.csv and ``progress.md`` (per row, the runs recorded of
     the suite's and their CPU core-hours; the cells still to run; how to go on), no board yet."""
     from uwbench.report import formats
-    from uwbench.report.board import row_of
+    from uwbench.report.board import MIN_CONVERGED, row_of
     from uwbench.report.compute import cpu_seconds
-    from uwbench.spec import load_plan
     from uwbench.sweeps import planning
 
-    from uwbench.spec import load
-
-    plan = load_plan(suite, profile if profile is not None else _profile_of(snap, load(suite).id))
+    plan = _suite_plan(snap, suite, profile)
     done = _finished(snap, {plan.id})
     secs = cpu_seconds(done) if len(done) else None
     rows = []
@@ -227,8 +224,6 @@ def write_progress(snap: "Snapshot", folder: str, suite: str, profile: Optional[
                      ", ".join(left) or "none"])
     table = formats.Table(title="progress", columns=["Row", "Runs recorded", "CPU core-hours", "Cells with runs to go"],
                           rows=rows)
-    from uwbench.report.board import MIN_CONVERGED
-
     text = (f"# Leaderboard: baselines being recorded\n\n<!-- generated by `uwbench leaderboard --record-baselines`; "
             f"do not edit -->\n\n**{total - len(missing)} of {total} baseline runs recorded** (`{suite}`, profile "
             f"`{plan.profile}`, spec hash `{plan.spec_hash}`), in `runs.csv` and `curves.csv` beside this file. The "
@@ -241,10 +236,15 @@ def write_progress(snap: "Snapshot", folder: str, suite: str, profile: Optional[
     return out + [atomic.write_text(os.path.join(folder, PROGRESS_FILE), text)]
 
 
-def _profile_of(snap: "Snapshot", suite_id: str) -> Optional[str]:
-    """The one profile the snapshot's finished baseline runs were made at (None: none, or several)."""
-    made = {str(p) for p in _finished(snap, {suite_id})["profile"]} - {"", "nan"}
-    return made.pop() if len(made) == 1 else None
+def _suite_plan(snap: "Snapshot", suite: str, profile: Optional[str]):
+    """The suite's plan at ``profile``; without one, at the one profile the snapshot's finished baseline runs
+    were made at, else the suite's default."""
+    from uwbench.spec import load, load_plan
+
+    if profile is None:
+        made = {str(p) for p in _finished(snap, {load(suite).id})["profile"]} - {"", "nan"}
+        profile = made.pop() if len(made) == 1 else None
+    return load_plan(suite, profile)
 
 
 def write_snapshot(snap: "Snapshot", folder: str) -> List[str]:

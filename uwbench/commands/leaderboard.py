@@ -129,8 +129,8 @@ def _record(args) -> int:
         lb.write_progress(merged, args.board, args.suite, args.profile, missing, total)
         cells = sorted({c for c, _ in missing})
         print(f"baselines in progress: {total - len(missing)} of {total} runs recorded into {args.board} (runs.csv, "
-              f"curves.csv, {lb.PROGRESS_FILE}); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The board is written when "
-              f"every run is: on any machine, put them back (`uwbench restore {args.suite} --from {args.board}`), "
+              f"curves.csv, {lb.PROGRESS_FILE}); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The "
+              f"board is written when every run is: on any machine, put them back (`uwbench restore {args.suite} --from {args.board}`), "
               f"sweep the rest (`uwbench sweep {args.suite} --workers 2`) and record again")
         _refresh_readme(args.board)
         return 0
