@@ -304,8 +304,9 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     table = {c[0]: c[1:] for c in ([v.strip() for v in line.strip("|").split("|")]
                                    for line in progress.splitlines() if line.startswith("| "))}
     assert "**2 of 14 baseline runs recorded** (" in progress and len(table) == 9  # the header, its rule, 7 rows
-    assert table["dnc"][0] == "2 of 2" and table["dnc"][2] == "none" and float(table["dnc"][1]) >= 0
-    assert table["dnc_uw"] == ["0 of 2", "0.00", "dnc_uw-copy-D1"]
+    assert table["dnc"][0] == "2 of 2" and table["dnc"][3] == "none" and float(table["dnc"][1]) >= 0
+    assert table["dnc"][2] == "0 of 1: not Copy 33% (unknown)"  # 4 updates: too few evaluations for a slope
+    assert table["dnc_uw"] == ["0 of 2", "0.00", "0 of 0", "dnc_uw-copy-D1"]
     assert main(["leaderboard", "--rebuild", "--board", str(board), "--suite", SUITE]) == 0
     assert "the baselines are being recorded (2 of 14 runs): no board to rebuild" in capsys.readouterr().out
     assert sorted(os.listdir(board)) == ["curves.csv", "progress.md", "runs.csv"]
