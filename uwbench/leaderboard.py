@@ -245,7 +245,7 @@ def write_progress(snap: "Snapshot", folder: str, suite: str, profile: Optional[
             f"uwbench sweep {suite} --workers 2   # the rest\n"
             "uwbench leaderboard --record-baselines\n```\n\n" + formats.to_markdown(table)
             + "\nCells converged so far: the regime rule of the board (docs/design.md §10) on the seeds recorded so "
-              "far, a forecast of the 80% rule, which the board applies to every seed.\n")
+              f"far, a forecast of the {MIN_CONVERGED:.0%} rule, which the board applies to every seed.\n")
     out = write_snapshot(snap, folder)
     return out + [atomic.write_text(os.path.join(folder, PROGRESS_FILE), text)]
 

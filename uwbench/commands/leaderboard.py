@@ -131,7 +131,8 @@ def _record(args) -> int:
         print(f"baselines in progress: {total - len(missing)} of {total} runs recorded into {args.board} (runs.csv, "
               f"curves.csv, {lb.PROGRESS_FILE}); {len(missing)} to run, in {len(cells)} cells ({_few(cells)}). The "
               f"board is written when every run is: on any machine, put them back (`uwbench restore {args.suite} --from {args.board}`), "
-              f"sweep the rest (`uwbench sweep {args.suite} --workers 2`) and record again")
+              f"sweep the rest (`uwbench sweep {args.suite} --workers 2`) and record again"
+              + (f"; --min-converged {args.min_converged:g} applies then" if args.min_converged is not None else ""))
         _refresh_readme(args.board)
         return 0
     board, _ = lb.write_board(merged, args.board, min_converged=minimum)
