@@ -11,6 +11,9 @@ PAPER_STUDIES ?= table1_memorization table2_reasoning table3_pixel_mnist ablatio
 # Where `make paper-cpu` writes its reports: never over the committed ones in reports/ (Tables 1 and 2 commit
 # their paper50 reports; `uwbench report` refuses to replace a report of another profile without --force).
 PAPER_CPU_REPORTS ?= runs/reports
+# `make test` runs the suite in this many pytest-xdist processes: the machine's cores, at most 4 (each
+# process imports torch; much of the suite waits on the subprocesses it starts). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, len(os.sched_getaffinity(0))))" 2>/dev/null || echo 2)
 # torch is installed first, pinned; TORCH_INDEX takes it from another package index, e.g. the CPU-only
 # wheels: `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` (PyPI's Linux wheel is the CUDA
 # build, several GB). Empty: PyPI.
@@ -28,7 +31,7 @@ demo: install
 	$(PY) -m uwbench demo
 
 test: install
-	$(PY) -m pytest -q -m "not slow and not gpu"
+	$(PY) -m pytest -q -m "not slow and not gpu" -n $(TEST_WORKERS) --dist worksteal
 
 test-slow: install
 	$(PY) -m pytest -q -m "slow"

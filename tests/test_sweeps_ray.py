@@ -20,6 +20,7 @@ def test_quickstart_smoke_on_a_ray_cluster_at_an_address(sweep_env, ray_head, ca
     proc = sweep(env, QUICKSTART, "--backend", "ray", "--profile", "smoke", "--ray-address", address,
                  "--workers", "2", "--tracking-uri", uri)
     assert f"Ray {address}" in proc.stdout
+    assert "recovered" not in proc.stdout  # a fresh study: its cells' parent runs are not interrupted runs
     df = runs(uri, "quickstart")
     parents, children = check_layout(df, "quickstart", {c.id for c in plan.cells}, "ray")
     assert len(children) == plan.n_runs() == 12

@@ -16,6 +16,7 @@ that names its owner.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import typing
@@ -165,7 +166,7 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
         mine = {k: values.pop(k) for k in keys if k in values}
         kwargs[part.config_field] = build(part_cfg, mine, f"{where}, {part.registry.kind} {name}") if part_cfg else None
         allowed.update(keys)
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     for key, value in values.items():
         if key not in allowed:
             raise ConfigError(_unknown_key(cls, key, where, allowed, values))
@@ -174,6 +175,14 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> Dict[str, Any]:
+    """``typing.get_type_hints`` of a config class, once per class: resolving the string annotations
+    (``from __future__ import annotations``) is most of the cost of building a config, and a study's
+    expansion builds thousands. Read-only: callers do not mutate the dict."""
+    return typing.get_type_hints(cls)
 
 
 def _unknown_key(cls: type, key: str, where: str, allowed: Set[str], values: Mapping[str, Any]) -> str:

@@ -446,9 +446,10 @@ class Backend:
         n = 0
         for r in find_runs(self.ctx.experiment_id, _children_filter(self.plan) + " and attributes.status = 'RUNNING'",
                            self.ctx.uri):
-            if r["tags"].get("role") == "trial":
+            role = r["tags"].get("role")
+            if role == "trial":
                 delete_run(r["run_id"], self.ctx.uri)
-            n += 1
+            n += role in ("trial", "final")  # a cell's parent run is RUNNING for the whole sweep: not a run of it
         return n
 
     def records(self):
