@@ -12,6 +12,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
+@pytest.fixture(autouse=True)
+def _own_runs_dir(tmp_path, monkeypatch):
+    """Every test's runs folder (study locks, Optuna journals, checkpoints, the Inductor cache) is its own:
+    `make test` runs tests in parallel processes, and two tests sweeping the same study into the repository's
+    `runs/` would meet its study lock. Fixtures such as ``tracking_uri`` point it elsewhere again."""
+    monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "runs"))
+
+
 def fit_and_score(model, task, updates: int, lr: float = 1e-2, batch_size: int = 32) -> float:
     """Train ``model`` on ``task`` with Adam for ``updates`` steps (seeded batches), then its per-token
     accuracy on 256 fresh sequences: the "it learns" checks of the model and writer tests."""
