@@ -298,6 +298,7 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
             f"written when every run is: on any machine, put them back (`uwbench restore {SUITE} --from {board}`)"
             in capsys.readouterr().out)
     a_runs = pd.read_csv(board / "runs.csv")
+    a_curves_before = pd.read_csv(board / "curves.csv")
     assert sorted(a_runs["cell"]) == ["dnc-copy-D1"] * 2
     assert sorted(os.listdir(board)) == ["curves.csv", "progress.md", "runs.csv"]  # no board until every run is
     progress = (board / "progress.md").read_text()
@@ -345,8 +346,20 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     assert len(runs) == 14 and not runs.duplicated(["cell", "seed"]).any()
     restored = runs[runs["cell"] == "dnc-copy-D1"].sort_values("seed")
     assert list(restored["test_accuracy"]) == list(a_runs.sort_values("seed")["test_accuracy"])  # A's, not re-run
+    assert list(restored["run_id"]) == list(a_runs.sort_values("seed")["run_id"])  # under A's run ids, not B's
     curves = pd.read_csv(board / "curves.csv")
     assert set(curves["run_id"]) == set(runs["run_id"])
+    a_curves = a_curves_before.sort_values(["run_id", "metric", "step"]).reset_index(drop=True)
+    b_curves = curves[curves["run_id"].isin(set(a_runs["run_id"]))].sort_values(["run_id", "metric", "step"])
+    pd.testing.assert_frame_equal(b_curves.reset_index(drop=True), a_curves)
+
+    recorded = {name: (board / name).read_text() for name in ("runs.csv", "curves.csv", "board.md")}
+    uri_c = f"sqlite:///{tmp_path / 'c.db'}"  # machine C, a fresh clone: restores the whole board, records it
+    monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "machine_c"))
+    assert main(["restore", SUITE, "--from", str(board), "--profile", "smoke", "--tracking-uri", uri_c]) == 0
+    assert main(["leaderboard", "--record-baselines", "--board", str(board), "--min-converged", "0",
+                 "--tracking-uri", uri_c, *common]) == 0
+    assert {name: (board / name).read_text() for name in recorded} == recorded  # no diff: every run id kept
 
 
 def test_min_converged_is_a_share_and_only_for_recording_baselines(capsys):

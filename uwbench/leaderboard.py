@@ -125,7 +125,8 @@ def writer_study(suite: str, name: str, model: str, writer: str, settings: Mappi
 
 
 def study_snapshot(path: str, profile: Optional[str], uri: Optional[str]) -> "Snapshot":
-    """A study's runs of one profile at its current spec hash, read from MLflow (``study.select_run_set``)."""
+    """A study's runs of one profile at its current spec hash, read from MLflow (``study.select_run_set``);
+    a run restored from the board folder keeps the board's run id (``runs.from_mlflow(snapshot_ids=True)``)."""
     from uwbench import spec as spec_mod
     from uwbench.report import runs as runs_mod
     from uwbench.report import study as study_mod
@@ -133,7 +134,7 @@ def study_snapshot(path: str, profile: Optional[str], uri: Optional[str]) -> "Sn
     spec = spec_mod.load(path)
     profile = profile or spec.default_profile
     return runs_mod.from_mlflow(spec.id, uri, select=lambda rows: study_mod.select_run_set(
-        rows, spec, profile, path)[0])
+        rows, spec, profile, path)[0], snapshot_ids=True)
 
 
 def _records(frame) -> List[Dict[str, Any]]:

@@ -27,6 +27,8 @@ import pandas as pd
 
 from uwbench import atomic, axes, metrics
 
+RESTORED_RUN_ID = "restored_run_id"  # the tag (and Optuna user attr) of a restored run: the run id its snapshot names
+
 # The columns of runs.csv, in order: ``columns()``. Each is read from a tag first, then from the flattened
 # config params (the axis's config path, ``uwbench.axes.param_paths``), then from the metrics.
 ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id")
@@ -386,19 +388,37 @@ class Snapshot:
         return out
 
 
-def from_mlflow(study_id: str, uri: Optional[str] = None, with_curves: bool = True, select=None) -> Snapshot:
+def restored_ids(frame) -> Dict[str, str]:
+    """``{this store's run id: the snapshot's run id}`` of the runs in an MLflow frame that ``uwbench
+    restore`` wrote (tagged ``RESTORED_RUN_ID``)."""
+    column = f"tags.{RESTORED_RUN_ID}"
+    if frame is None or len(frame) == 0 or column not in frame.columns:
+        return {}
+    return {str(run_id): str(orig) for run_id, orig in zip(frame["run_id"], frame[column])
+            if isinstance(orig, str) and orig}
+
+
+def from_mlflow(study_id: str, uri: Optional[str] = None, with_curves: bool = True, select=None,
+                snapshot_ids: bool = False) -> Snapshot:
     """Read a study's runs (the experiment named by the study id) from MLflow into a ``Snapshot``.
-    ``select(rows) -> rows`` keeps the runs the report is made of (see ``study.select_run_set``)."""
+    ``select(rows) -> rows`` keeps the runs the report is made of (see ``study.select_run_set``).
+    ``snapshot_ids``: a run put back by ``uwbench restore`` keeps the run id of the snapshot it came from
+    (its ``restored_run_id`` tag) instead of this store's, so recording a restored snapshot again changes
+    nothing in it (the leaderboard's board folder; a study report keeps this store's ids, which its
+    traces are looked up by)."""
     from uwbench.tracking import mlflow as tracking
 
     frame = tracking.search_runs([study_id], uri)
     rows = normalise_mlflow(frame, study_id)
     if select is not None:
         rows = select(rows)
+    original = restored_ids(frame) if snapshot_ids else {}
     curves = []
     if with_curves:
         finals = [r["run_id"] for r in rows if r.get("role") == "final"]
         for run_id, metric, step, value in tracking.metric_histories(finals, CURVE_METRICS, uri):
-            curves.append({"run_id": run_id, "metric": metric, "step": int(step), "value": value})
+            curves.append({"run_id": original.get(run_id, run_id), "metric": metric, "step": int(step),
+                           "value": value})
+    rows = [dict(r, run_id=original.get(r["run_id"], r["run_id"])) for r in rows]
     curves_csv = curves_text(curves)
     return Snapshot(runs_text(with_steps(rows, read_csv_text(curves_csv, ("step", "value")))), curves_csv)

@@ -16,11 +16,12 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import pandas as pd
 
+from uwbench.report.runs import RESTORED_RUN_ID  # the tag of a run restored from a snapshot
+
 MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
 TRACE_SAMPLES = 1  # sequences traced per cell
 RESTORED_TRACE = "restored/trace.csv"  # a run restored from a snapshot (``uwbench restore``): its traces.csv rows
-RESTORED_RUN_ID = "restored_run_id"  # the tag (and Optuna user attr) of a restored run: the run id its snapshot names
 
 
 def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:

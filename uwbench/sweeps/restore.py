@@ -29,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from uwbench import axes
 from uwbench.spec import Plan
-from uwbench.report.traces import RESTORED_RUN_ID
+from uwbench.report.runs import RESTORED_RUN_ID
 from uwbench.sweeps import common, locks, planning
 from uwbench.sweeps.planning import Context
 
