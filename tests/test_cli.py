@@ -21,6 +21,17 @@ def test_help_lists_commands_without_importing_torch():
         assert command in help_text
 
 
+def test_output_piped_into_a_reader_that_left_ends_quietly():
+    """`uwbench ... | head`: when the reader of standard output has gone, the command stops with the shell's
+    SIGPIPE status and no error message (it is not a file-permission problem)."""
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench", "ls"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader leaves before the first line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141
+    assert err == ""
+
+
 def test_ls_lists_tasks_models_controllers(capsys):
     assert main(["ls"]) == 0
     out = capsys.readouterr().out

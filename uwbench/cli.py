@@ -69,20 +69,57 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from uwbench import env
-    from uwbench.errors import one_line
-
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"uwbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if not _stdout_closed():  # another pipe broke (a child process's): an error like any other
+            return _fail(args, exc)
+        return _quiet_stdout()
     except Exception as exc:
-        if args.debug or env.debug():
-            raise
-        message, code = one_line(exc)
-        print(f"uwbench {args.command}: error: {message}", file=sys.stderr)
-        return code
+        return _fail(args, exc)
+
+
+SIGPIPE_EXIT = 141  # the shell's exit status for a process ended by SIGPIPE (128 + 13), as `cmd | head` expects
+
+
+def _fail(args, exc: BaseException) -> int:
+    """Print ``exc`` as ``uwbench``'s one-line error (or raise it with --debug) and give the exit code."""
+    from uwbench import env
+    from uwbench.errors import one_line
+
+    if args.debug or env.debug():
+        raise exc
+    message, code = one_line(exc)
+    print(f"uwbench {args.command}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``uwbench ... | head``): polling such a pipe's
+    writing end reports an error condition (POLLERR) without writing to it."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (AttributeError, OSError, ValueError):  # no poll on this platform, or stdout is not a file
+        return False
+    return any(event & select.POLLERR for _, event in events)
+
+
+def _quiet_stdout() -> int:
+    """The reader of our output left (``| head``): nothing is wrong, so no error message. Standard output is
+    pointed at the null device so the interpreter's own flush at exit does not complain either."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_EXIT
 
 
 if __name__ == "__main__":  # pragma: no cover
