@@ -34,7 +34,7 @@ def test_a_rising_curve_is_not_converged_and_says_its_slope():
     up = [0.2 + 0.00002 * (i + 1) * 250 for i in range(40)]
     g = acc(curves({"a": up, "b": up}, loss=1.0), guess_loss=2.25)
     assert g.state == RISING and g.slope == pytest.approx(2.0) and g.steps == 10000
-    assert "+2.0 points per 1,000 updates" in g.detail and "at most 1 points" in g.detail
+    assert "+2.0 points per 1,000 updates" in g.detail and "at most 1 point)" in g.detail
 
 
 def test_a_flat_curve_away_from_guessing_is_converged():

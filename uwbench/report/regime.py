@@ -61,7 +61,11 @@ class Rise:
     relative: bool  # True: a share of the curve's level; False: in the measure's display units
 
     def text(self, unit: str) -> str:
-        return f"{self.limit:.0%} of its level" if self.relative else f"{self.limit:g}{' ' + unit if unit else ''}"
+        if self.relative:
+            return f"{self.limit:.0%} of its level"
+        if unit and self.limit == 1 and unit.endswith("s"):  # "1 point", not "1 points"
+            unit = unit[:-1]
+        return f"{self.limit:g}{' ' + unit if unit else ''}"
 
 
 RISE = {name: Rise(limit, relative=metrics.MEASURES[name].relative)  # how a measure's differences read
