@@ -6,9 +6,17 @@ the fix) is printed as it is, exit code 2. A known condition of the machine (out
 system refuses, a damaged database) gets its fix added (``KNOWN``, one entry each), exit code 2. Anything
 else is unexpected: its type and first line, with how to see the traceback (``--debug`` or
 ``UWBENCH_DEBUG=1``), exit code 1.
+
+A fault of the machine around a run (``fault(exc)``: a full disk, a tracking server or a database that does
+not answer, a damaged kernel library; ``FAULTS``, one entry each) is not the run's result: a sweep stops on it
+with one line that names it and the fix (``MachineFault``), leaves the runs it touched unfinished, and the
+same command after the fix runs them. It is found anywhere in the exception's chain (a library's error
+raised while handling an ``OSError`` is that ``OSError``'s fault).
 """
 from __future__ import annotations
 
+import errno
+import os
 import re
 from typing import Callable, List, Optional, Tuple
 
@@ -26,6 +34,13 @@ UserError = (ConfigError, UnknownNameError, DataNotFoundError, ValueError, FileN
 USER_EXIT = 2  # the input or the machine must change; the message says how
 UNEXPECTED_EXIT = 1  # not foreseen: the traceback (with --debug) says where
 DEBUG_HINT = "run again with --debug (or UWBENCH_DEBUG=1) for the traceback"
+AGAIN = "then run the same command"  # what every fault's fix ends with: the unfinished runs run then
+
+
+class MachineFault(Exception):
+    """A fault of the machine stopped a run (``fault``); the message names it and the fix. Not a
+    ``ValueError``: nothing that records a run's own failure (a bad setting, a crash of the model) takes it
+    for one."""
 
 
 def first_line(text: str) -> str:
@@ -55,6 +70,103 @@ def _os_error(exc: BaseException) -> Optional[str]:
     return f"{exc.strerror}{where}; check that the path exists and that this user may write there"
 
 
+# ---- faults of the machine ----
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+FULL_TEXT = ("database or disk is full", "No space left on device", "Disk quota exceeded", "[Errno 28]", "[Errno 122]")
+
+
+def _chain(exc: BaseException):
+    """``exc``, then what it was raised from or while handling, and so on (each once)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def full_folder(path: Optional[str] = None) -> str:
+    """Where the disk is full: ``path`` when the system named it, else the fullest of the folders a run
+    writes (the runs folder, the checkpoint folder), by the free space left on their file systems."""
+    if path:
+        return str(path)
+    from uwbench import env
+
+    folders = [env.runs_dir(), env.checkpoint_dir()]
+
+    def free(folder: str) -> float:
+        while folder and not os.path.exists(folder):
+            folder = os.path.dirname(folder)
+        try:
+            st = os.statvfs(folder or "/")
+        except OSError:
+            return float("inf")
+        return st.f_bavail * st.f_frsize
+
+    return min(folders, key=free)
+
+
+def disk_full(path: Optional[str] = None) -> str:
+    return f"the disk is full at {full_folder(path)}: free space, {AGAIN}"
+
+
+def _full_disk(exc: BaseException) -> Optional[str]:
+    if isinstance(exc, OSError) and exc.errno in FULL:
+        return disk_full(exc.filename)
+    return None
+
+
+def _damaged_library(exc: BaseException) -> Optional[str]:
+    """A shared library the dynamic loader refuses (cut short by a full disk or a kill while it was written)."""
+    text = str(exc)
+    found = re.search(r"(/\S+\.so(?:\.\d+)*)\b.*(file too short|invalid ELF header|not in ELF format)", text)
+    if not isinstance(exc, OSError) or found is None:
+        return None
+    return f"the kernel library {found.group(1)} is damaged ({found.group(2)}): delete it (it is built again), {AGAIN}"
+
+
+def _database_down(exc: BaseException) -> Optional[str]:
+    """A database server (an Optuna storage, an MLflow store on PostgreSQL) that stopped answering."""
+    if type(exc).__module__.split(".")[0] not in ("sqlalchemy", "psycopg", "psycopg2"):
+        return None
+    text = first_line(getattr(exc, "orig", None) or exc)
+    signs = ("Connection refused", "could not connect", "server closed the connection", "connection is closed",
+             "Connection timed out", "terminating connection")
+    if not any(s in text for s in signs):
+        return None
+    return f"the database server does not answer ({text}): start it, or fix the URL, {AGAIN}"
+
+
+# Faults of the machine around a run: each turns an exception into its one line (None: not this one). A
+# module that knows a fault of its own (an MLflow server that does not answer) adds it with ``@fault_kind``.
+FAULTS: List[Callable[[BaseException], Optional[str]]] = [_full_disk, _damaged_library, _database_down]
+
+
+def fault_kind(explain: Callable[[BaseException], Optional[str]]):
+    """Register ``explain(exc) -> message or None`` as one more fault of the machine (a decorator)."""
+    FAULTS.append(explain)
+    return explain
+
+
+def fault(exc: BaseException) -> Optional[str]:
+    """The one line naming the fault of the machine behind ``exc`` (anywhere in its chain), or None when
+    ``exc`` is not one (the run's own failure, or an error of the input)."""
+    for e in _chain(exc):
+        if isinstance(e, MachineFault):
+            return str(e)
+        for explain in FAULTS:
+            message = explain(e)
+            if message is not None:
+                return message
+    return None
+
+
+def fault_in_text(text: Optional[str]) -> bool:
+    """Whether a recorded error message (a run's ``error`` tag) reads as a full disk: what a run ended by
+    one before faults were told apart, or whose last write could not be corrected, holds."""
+    return bool(text) and any(sign in text for sign in FULL_TEXT)
+
+
 # Known conditions of the machine: each turns an exception into its one line (None: not this one). A module
 # that knows a condition of its own (a damaged MLflow store) adds it with ``@known``.
 KNOWN: List[Callable[[BaseException], Optional[str]]] = [_out_of_memory, _os_error]
@@ -68,6 +180,9 @@ def known(explain: Callable[[BaseException], Optional[str]]):
 
 def one_line(exc: BaseException) -> Tuple[str, int]:
     """The message ``uwbench`` prints for ``exc`` (one line) and the exit code."""
+    message = fault(exc)
+    if message is not None:
+        return message, USER_EXIT
     if isinstance(exc, UserError):
         return str(exc), USER_EXIT
     for known in KNOWN:

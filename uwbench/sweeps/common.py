@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from uwbench import axes, metrics, selection
+from uwbench import axes, errors, metrics, selection
 from uwbench.spec import Cell, Plan
 from uwbench.sweeps import space
 
@@ -188,6 +188,10 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     except Pruned:
         return Outcome("pruned", run_id=run.run_id if run else None)
     except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
+        fault = errors.fault(exc)
+        if fault is not None:  # a fault around the run is not its result: it stays to be run again
+            leave_unfinished(run, fault, detached)
+            raise errors.MachineFault(fault) from exc
         error = f"{type(exc).__name__}: {exc}"
         if run is not None:
             run.set_tags({"status": "failed", "error": error[:5000]})
@@ -211,6 +215,20 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
                            error=f"objective {', '.join(missing)} was not measured (or is not finite) for this run")
         values = (value, *costs)
     return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval, values=values)
+
+
+def leave_unfinished(run, fault: str, detached=None) -> None:
+    """End a run a fault of the machine stopped as an interrupted one (KILLED, tag ``status`` interrupted, the
+    fault as its ``error``), whatever the trainer recorded, so that its retry re-opens and continues it.
+    Best effort: a store that cannot be written (the fault itself) keeps the run as it is, and the retry
+    re-opens it all the same."""
+    if run is None or (detached is not None and detached.is_set()):  # taken over: the run is another's now
+        return
+    try:
+        run.set_tags({"status": "interrupted", "error": fault[:5000]})
+        run.client.set_terminated(run.run_id, status="KILLED")
+    except Exception:  # noqa: BLE001 - the fault is what the user must see
+        pass
 
 
 def interrupt(signum, frame) -> None:
@@ -412,9 +430,10 @@ def cell_result(plan: Plan, rows: List[Record]):
     return choice.params, choice.tests
 
 
-def fail_cell_runs(cell_runs: Mapping[str, str], uri: str, error: str) -> None:
-    """End the cell runs FAILED with ``error`` as a tag, when no summary can be written (the engine's state
-    cannot be read). Best effort: a store that cannot be written leaves the caller's error to be seen."""
+def fail_cell_runs(cell_runs: Mapping[str, str], uri: str, error: str, status: str = "FAILED") -> None:
+    """End the cell runs FAILED (or ``status``) with ``error`` as a tag, when no summary can be written (the
+    engine's state cannot be read). Best effort: a store that cannot be written leaves the caller's error to
+    be seen."""
     from uwbench.tracking.mlflow import client
 
     try:
@@ -422,16 +441,18 @@ def fail_cell_runs(cell_runs: Mapping[str, str], uri: str, error: str) -> None:
         for run_id in cell_runs.values():
             c.set_tag(run_id, "status", "interrupted")
             c.set_tag(run_id, "error", error[:5000])
-            c.set_terminated(run_id, status="FAILED")
+            c.set_terminated(run_id, status=status)
     except Exception:  # noqa: BLE001 - the original error matters more than this one
         pass
 
 
 def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str], records: List[Record],
-                    uri: str, finished_cells: Iterable[str], error: Optional[str] = None) -> None:
+                    uri: str, finished_cells: Iterable[str], error: Optional[str] = None,
+                    fault: bool = False) -> None:
     """Write each cell's summary (counts, chosen params, final mean and std) to its parent run and end it:
     FINISHED when all its runs ended, else KILLED when the sweep was interrupted, or FAILED with ``error`` as
-    a tag when the sweep stopped on that error."""
+    a tag when the sweep stopped on that error (KILLED with it when the error is a fault of the machine
+    (``fault``): its runs are to be run, not failed)."""
     from uwbench.tracking.mlflow import Run
 
     finished_cells = set(finished_cells)
@@ -467,7 +488,7 @@ def close_cell_runs(plan: Plan, experiment_id: str, cell_runs: Mapping[str, str]
         run.set_tags(tags)
         if metrics_:
             run.log_metrics(metrics_, 0)
-        run.end("FINISHED" if cell.id in finished_cells else "KILLED" if error is None else "FAILED")
+        run.end("FINISHED" if cell.id in finished_cells else "KILLED" if error is None or fault else "FAILED")
 
 
 def setup_tracking(plan: Plan, uri: Optional[str], experiment: Optional[str], backend: str):

@@ -80,17 +80,36 @@ def _end_cells(exc: BaseException, plan: Plan, engine, experiment_id: str, cell_
     """End the cell runs of a sweep stopped by ``exc``: with their summary where the engine can still be read
     (the complete cells FINISHED, the others KILLED when interrupted, FAILED with the error otherwise), all
     FAILED with the error where it cannot or where the stores disagree."""
-    from uwbench.errors import one_line
+    from uwbench.errors import fault, one_line
 
     error = None if isinstance(exc, KeyboardInterrupt) else one_line(exc)[0]
+    faulted = error is not None and fault(exc) is not None
     try:
         records = None if isinstance(exc, StoresDisagree) else engine.records()[0]
     except Exception:  # noqa: BLE001 - the engine's state is unreadable: no summary to write
         records = None
-    if records is None:
-        common.fail_cell_runs(cell_runs, uri, error or "interrupted")
-        return
-    common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records), error=error)
+    if records is not None:
+        try:
+            common.close_cell_runs(plan, experiment_id, cell_runs, records, uri, finished_cells(plan, records),
+                                   error=error, fault=faulted)
+            return
+        except Exception:  # noqa: BLE001 - the store took part of it (a fault): end the rest without a summary
+            pass
+    common.fail_cell_runs(cell_runs, uri, error or "interrupted", "KILLED" if faulted else "FAILED")
+
+
+class EveryRunFailed(common.SweepError):
+    """The sweep ended and every one of its runs failed: its own failures (a fault would have stopped it)."""
+
+
+def _every_run_failed(records: List[common.Record]) -> Optional[str]:
+    """What to say when every recorded run failed (None otherwise): the first error and how to run them again
+    (they are recorded results, so the same command would not)."""
+    if not records or any(r.status != "failed" for r in records):
+        return None
+    first = next((r.error for r in records if r.error), "no error recorded")
+    return (f"every one of the {len(records)} runs failed (the first: {first.splitlines()[0][:300]}); fix what "
+            "their `error` tags say, then sweep into a new Optuna storage (--storage PATH.journal) to run them again")
 
 
 def sweep(plan: Plan, backend: str = "optuna", uri: Optional[str] = None, experiment: Optional[str] = None,
@@ -150,6 +169,8 @@ def _sweep(plan: Plan, backend: str, uri: Optional[str], experiment: Optional[st
             if complete(plan, records):
                 out("nothing to do: every planned run is recorded")
                 out(display.summary(plan, records))
+                if _every_run_failed(records):
+                    raise EveryRunFailed(_every_run_failed(records))
                 return 0
             common.mark_running(cell_runs, uri)
             native.prebuild()  # the C++ kernels, once, before the workers start (they share the build)
@@ -187,4 +208,6 @@ def _sweep(plan: Plan, backend: str, uri: Optional[str], experiment: Optional[st
             if plan.mode == "tuned" and common.best_record(rows, plan.objective.direction) is None:
                 out(f"cell {cell.id}: no search trial finished, so no final runs (see the failed runs' `error` tag)")
         out(display.summary(plan, records))
+        if _every_run_failed(records):
+            raise EveryRunFailed(_every_run_failed(records))
         return 0

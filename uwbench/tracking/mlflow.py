@@ -9,9 +9,12 @@ A training run also records its provenance (``provenance.py``: commit, dirty fla
 machine, packages) and, unless switched off, system metrics (``SystemMetrics``: MLflow's own monitor).
 
 A store is opened once per process (``resolve_uri``) and checked then, so that what cannot work is one line
-naming it (``TrackingError``) before any run exists: an ``http(s)://`` server must accept a connection within
-``UWBENCH_CONNECT_TIMEOUT`` seconds (a "connecting to ..." line says so while it waits); a local SQLite file
-must be creatable and readable as an MLflow database; any other URI must answer one query.
+naming it (``TrackingError``) before any run exists: an ``http(s)://`` server, and the database server of a
+``postgresql://`` (MySQL, SQL Server) URI, must accept a connection within ``UWBENCH_CONNECT_TIMEOUT`` seconds
+(a "connecting to ..." line says so while it waits for an MLflow server); a local SQLite file must be
+creatable and readable as an MLflow database; any other URI must answer one query. A store that stops
+answering, or whose disk fills, later is a fault of the machine (``errors.fault``: ``_server_down``,
+``_store_full``), not a run's result.
 """
 from __future__ import annotations
 
@@ -85,6 +88,8 @@ def _open_store(uri: str) -> None:
     if urlsplit(uri).scheme in ("http", "https"):
         _reach_server(uri)
         return
+    if _database_server(uri) is not None:
+        _reach_database(uri)
     try:
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     except Exception as exc:  # noqa: BLE001 - an unknown scheme, a store MLflow refuses
@@ -147,6 +152,89 @@ def _reach_server(uri: str) -> None:
         raise TrackingError(f"cannot reach the MLflow server {uri} ({why} within {timeout:g} s): start it "
                             "(`mlflow server --host 127.0.0.1 --port PORT`), fix --tracking-uri, or wait longer with "
                             f"{env.CONNECT_TIMEOUT_ENV}=SECONDS") from None
+
+
+class _QuietFaults(logging.Filter):
+    """Drops MLflow's own log record of a database error that is a fault of the machine (a full disk: its
+    traceback, logged before the error is raised to us); the fault reaches the user as one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or errors.fault(exc) is None
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_QuietFaults())
+
+DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # the default port of each database server scheme
+
+
+def _database_server(uri: str) -> Optional[tuple]:
+    """(host, port) of a database-server URI (``postgresql+psycopg://user@host:port/db``), None for others or
+    one that names no host (a local socket)."""
+    parts = urlsplit(uri)
+    kind = parts.scheme.split("+")[0]
+    if kind not in DB_PORTS or not parts.hostname:
+        return None
+    try:
+        return parts.hostname, parts.port or DB_PORTS[kind]
+    except ValueError:  # a port that is not a number: MLflow's own error names it
+        return None
+
+
+def _reach_database(uri: str) -> None:
+    """Like ``_reach_server`` for a database server: MLflow's own engine retries a refused connection for
+    minutes, behind a warning per attempt."""
+    host, port = _database_server(uri)
+    timeout = env.connect_timeout()
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        password = urlsplit(uri).password
+        shown = uri.replace(f":{password}@", ":***@") if password else uri
+        raise TrackingError(f"cannot reach the database server of the MLflow store {shown} ({why} within "
+                            f"{timeout:g} s at {host}:{port}): start it, fix --tracking-uri, or wait longer with "
+                            f"{env.CONNECT_TIMEOUT_ENV}=SECONDS") from None
+
+
+def _server_of(text: str) -> Optional[str]:
+    """The server (scheme://host:port) an MLflow REST error names: "API request to URL failed ..."."""
+    import re
+
+    found = re.search(r"API request to (https?://[^/\s]+)", text)
+    return found.group(1) if found else None
+
+
+@errors.fault_kind
+def _server_down(exc: BaseException) -> Optional[str]:
+    """An MLflow tracking server that stopped answering (MLflow's client retried, then gave up)."""
+    import requests
+
+    text = str(exc)
+    server = _server_of(text)
+    lost = isinstance(exc, requests.exceptions.ConnectionError) or (
+        server is not None and any(s in text for s in ("Max retries exceeded", "Connection refused",
+                                                        "timeout exception", "Connection aborted",
+                                                        "RemoteDisconnected")))
+    if not lost:
+        return None
+    where = server or next((u for u in sorted(_READY_STORES) if urlsplit(u).scheme in ("http", "https")),
+                           "the MLflow server")
+    return (f"the MLflow server {where} does not answer: start it again (`mlflow server --host HOST --port PORT` "
+            f"on the same store), {errors.AGAIN}")
+
+
+@errors.fault_kind
+def _store_full(exc: BaseException) -> Optional[str]:
+    """SQLite's "database or disk is full" (the MLflow store's disk, or a server's): SQLite names no file."""
+    text = str(exc)
+    if "database or disk is full" not in text:
+        return None
+    server = _server_of(text)
+    if server is not None:
+        return f"the disk of the MLflow server {server} is full (its store cannot grow): free space there, {errors.AGAIN}"
+    stores = sorted(u[len("sqlite:///") :] for u in _READY_STORES if u.startswith("sqlite:///"))
+    return errors.disk_full(stores[0] if len(stores) == 1 else None)
 
 
 # What SQLite says of a file it cannot use after it was opened, and the fix (``_store_condition``).
@@ -247,6 +335,8 @@ class Run:
             try:
                 existing = self.client.get_run(run_id)
             except mlflow.exceptions.MlflowException as exc:
+                if errors.fault(exc) is not None:  # the store does not answer: not a missing run
+                    raise
                 raise ValueError(f"no MLflow run {run_id!r} in {self.uri}: check the run id and --tracking-uri") \
                     from exc
             self.experiment_id = experiment_id or existing.info.experiment_id
@@ -470,7 +560,9 @@ def get_run(run_id: str, uri: Optional[str] = None) -> Optional[Dict[str, Any]]:
     c = MlflowClient(tracking_uri=resolve_uri(uri))
     try:
         run = c.get_run(run_id)
-    except mlflow.exceptions.MlflowException:
+    except mlflow.exceptions.MlflowException as exc:
+        if errors.fault(exc) is not None:  # a store that does not answer: the run may well exist
+            raise
         return None
     if run.info.lifecycle_stage == "deleted":
         return None

@@ -43,6 +43,7 @@ import socket
 import time
 from typing import Dict, Optional
 
+from uwbench import errors
 from uwbench.spec import Plan
 from uwbench.sweeps import common, planning
 from uwbench.sweeps.backends.optuna_studies import Settings, Studies, open_storage
@@ -120,14 +121,15 @@ class Backend:
         restarts = 0
         max_restarts = 2 * self.workers + 3
         stop = ctx.Event()
+        faults = ctx.Queue()  # a worker's fault of the machine (its one line): the sweep stops on it
 
         def start(i: int):
             saved = os.environ.get("CUDA_VISIBLE_DEVICES")
             if self.devices[i] is not None:  # the child inherits it at spawn: only its GPU(s) are visible
                 os.environ["CUDA_VISIBLE_DEVICES"] = self.devices[i]
             try:
-                p = ctx.Process(target=worker_main, args=(self.settings, stop, i), name=f"uwbench-worker-{i}",
-                                daemon=False)
+                p = ctx.Process(target=worker_main, args=(self.settings, stop, i, faults),
+                                name=f"uwbench-worker-{i}", daemon=False)
                 p.start()
             finally:
                 if saved is None:
@@ -143,18 +145,19 @@ class Backend:
                 if tick():
                     return
                 for i, p in enumerate(procs):
+                    _raise_fault(faults)
                     if p.exitcode is None:
                         continue
                     restarts += 1
                     if restarts > max_restarts:
-                        raise common.SweepError(f"workers keep dying ({p.name} exit code {p.exitcode}); giving up "
-                                                f"after {max_restarts} restarts; re-run the same command to resume")
+                        raise errors.MachineFault(f"workers keep dying ({p.name} {died(p.exitcode)}); gave up after "
+                                                  f"{max_restarts} restarts: fix that, {errors.AGAIN}")
                     n = self.studies.recover_local(worker=f"{socket.gethostname()}:{p.pid}")
-                    self.note(f"worker died: {p.name} (pid {p.pid}) exit code {p.exitcode}; {n} interrupted run(s) "
+                    self.note(f"worker died: {p.name} (pid {p.pid}) {died(p.exitcode)}; {n} interrupted run(s) "
                               "to resume; starting a new worker")
                     procs[i] = start(i)
                 time.sleep(POLL_S)
-        except BaseException:
+        except BaseException as exc:
             stop.set()
             for p in procs:  # Ctrl-C reached them too (same process group); make sure, with the signal a worker
                 if p.is_alive():  # always takes as an interrupt (SIGINT is ignored in a background sweep)
@@ -167,6 +170,8 @@ class Backend:
                 if p.is_alive():
                     p.kill()
                     p.join()
+            if self.studies is not None and errors.fault(exc) is not None:
+                self.studies.requeue_local()  # their runs were cut short by the fault: run them again, no retry spent
             if self.studies is not None:
                 self.studies.recover_local()  # none of our workers is alive any more
             raise
@@ -177,3 +182,37 @@ class Backend:
 
     def close(self) -> None:
         pass
+
+
+def _raise_fault(faults) -> None:
+    """Stop the sweep on the first fault of the machine a worker met."""
+    import queue
+
+    try:
+        line = faults.get_nowait()
+    except queue.Empty:
+        return
+    raise errors.MachineFault(line)
+
+
+# What a worker killed by a signal most likely met, and where to look.
+SIGNAL_HINTS = {
+    "SIGKILL": "the kernel's out-of-memory killer, or a kill -9: see `dmesg`; lower the batch size, the sequence "
+               "length or --workers",
+    "SIGBUS": "a damaged file mapped into it, such as a native kernel library in the cache: delete the cache "
+              "folder (UWBENCH_NATIVE_CACHE) and it is built again",
+    "SIGSEGV": "a crash in native code, such as a damaged native kernel library: delete the cache folder "
+               "(UWBENCH_NATIVE_CACHE) and it is built again",
+}
+
+
+def died(exitcode: int) -> str:
+    """How a worker process ended, in words: its exit code, or the signal that killed it and what to check."""
+    if exitcode is None or exitcode >= 0:
+        return f"exit code {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        return f"killed by signal {-exitcode}"
+    hint = SIGNAL_HINTS.get(name)
+    return f"killed by {name}" + (f" ({hint})" if hint else "")

@@ -184,6 +184,24 @@ class Studies:
                 n += self.abandon(cell_id, phase, t)
         return n
 
+    def requeue_local(self) -> int:
+        """Put this machine's RUNNING trials back to WAITING, when the sweep stopped on a fault of the machine
+        and its workers are gone: the runs the fault cut short have no outcome, and are not retries of a lost
+        worker either (no retry is spent on them). Best effort: a storage that cannot be written leaves them
+        to ``recover_local`` next time. How many."""
+        from optuna.trial import TrialState
+
+        n = 0
+        try:
+            for (cell_id, phase) in self.studies:
+                for t in self.trials(cell_id, phase, states=(TrialState.RUNNING,)):
+                    if t.user_attrs.get("machine") == self.s.ctx.machine:
+                        tid = self.trial_id(cell_id, phase, t.number)
+                        n += self.storage.set_trial_state_values(tid, state=TrialState.WAITING) is not False
+        except Exception:  # noqa: BLE001 - the fault is what the user must see
+            pass
+        return n
+
     # -- the record --
 
     def key(self, cell_id: str, phase: str, t) -> Optional[str]:

@@ -10,7 +10,7 @@ import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from uwbench import axes
+from uwbench import axes, errors
 from uwbench.sweeps import common, locks, planning, space
 from uwbench.sweeps.backends.optuna_heartbeat import Heartbeat
 from uwbench.sweeps.storage import is_journal
@@ -89,9 +89,31 @@ class TrialRunner:
         cell_id, phase, tid, beat = claimed
         try:
             self.run_trial(cell_id, phase, tid, beat)
+        except Exception as exc:
+            fault = errors.fault(exc)
+            if fault is None:
+                raise
+            beat.stop()
+            self.requeue(tid)
+            if isinstance(exc, errors.MachineFault):
+                raise
+            raise errors.MachineFault(fault) from exc
         finally:
             beat.stop()
         return True
+
+    def requeue(self, trial_id: int) -> None:
+        """Put a trial a fault of the machine stopped back to WAITING: it has no outcome, and the next worker
+        (of this sweep run again, or of another machine) runs it, re-opening its MLflow run. Best effort: a
+        storage that cannot be written (the fault itself) leaves it RUNNING, and the next sweep on this
+        machine recovers it (``Studies.recover_local``)."""
+        from optuna.trial import TrialState
+
+        try:
+            if not self.storage.get_trial(trial_id).state.is_finished():
+                self.storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
+        except Exception:  # noqa: BLE001 - the fault is what the user must see
+            pass
 
     def _pruner(self, cell_id: str, phase: str):
         import optuna
@@ -131,7 +153,7 @@ class TrialRunner:
                     self.storage.set_trial_user_attr(trial_id, attr, run["metrics"][key])
             study.tell(self.storage.get_trial(trial_id).number, value)
             return True
-        if (run["status"] == "FAILED" and tag == "failed") or (run["status"] == "KILLED" and tag == "pruned"):
+        if (run["status"] == "FAILED" and tag == "failed" and not errors.fault_in_text(run["tags"].get("error"))) or (run["status"] == "KILLED" and tag == "pruned"):
             self.storage.set_trial_user_attr(trial_id, "status", tag)
             if run["tags"].get("error"):
                 self.storage.set_trial_user_attr(trial_id, "error", run["tags"]["error"][:2000])
@@ -215,22 +237,30 @@ class TrialRunner:
         return outcome
 
 
-def worker_main(s: Settings, stop, index: int) -> None:
-    """A spawned worker: claim and run trials until the sweep says stop (or is gone)."""
-    import optuna
-
+def worker_main(s: Settings, stop, index: int, faults=None) -> None:
+    """A spawned worker: claim and run trials until the sweep says stop (or is gone). A fault of the machine
+    (``errors.fault``) ends it quietly, its line put on ``faults`` (a queue the sweep reads) for the sweep to
+    stop on."""
     common.worker_setup()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     with common.terminate_as_interrupt():  # the parent stops its workers with SIGTERM (SIGINT may be ignored)
-        _serve(s, stop, index)
+        try:
+            _serve(s, stop, index)
+        except Exception as exc:
+            fault = errors.fault(exc)
+            if fault is None or faults is None:
+                raise
+            faults.put(fault)
 
 
 def _serve(s: Settings, stop, index: int) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     lock = locks.hold_worker_lock(s.ctx.lock_path)
     parent = multiprocessing.parent_process()
     alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
-    runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
     try:
+        runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
         while not stop.is_set() and alive():
             if not runner.run_one():
                 time.sleep(POLL_S)
