@@ -4,25 +4,34 @@
 Every file uwbench writes outside MLflow and the Optuna storage goes through here: report folders and
 their snapshots, the reports index, the leaderboard's files, benchmark results, theory figures. Training
 checkpoints have their own writer with an fsync (``training/checkpoint.py``); the native kernels' library
-is renamed into place the same way (``native/__init__.py``).
+is renamed into place the same way (``native/__init__.py``). A process killed before its rename leaves
+its hidden temporary file (named with its pid); the next write into that folder removes it.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
-from typing import Iterator
+import time
+from typing import Iterator, Optional
+
+# A temporary file of ``replacing``: ``.<name>.<pid>-<random>.tmp<ext>`` (``<pid>-`` absent in older ones).
+TEMP = re.compile(r"^\..+\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}\.tmp(?:\.[^.]*)?$")
+OLD_TEMP_AGE = 3600.0  # seconds: a temporary file without its writer's pid is left over once this old
 
 
 @contextlib.contextmanager
 def replacing(path: str, sync: bool = False) -> Iterator[str]:
     """Yield a temporary path in ``path``'s folder (hidden, with the same extension, so writers that infer a
     format from it still do); when the block ends without an error it is renamed over ``path``, otherwise
-    removed. ``sync``: flush it to disk before the rename (for files a resume depends on)."""
+    removed. ``sync``: flush it to disk before the rename (for files a resume depends on). The temporary
+    files a killed writer left in the folder are removed first (``remove_leftovers``)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
+    remove_leftovers(folder)
     base = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.", suffix=".tmp" + os.path.splitext(base)[1])
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{base}.{os.getpid()}-", suffix=".tmp" + os.path.splitext(base)[1])
     os.close(fd)
     try:
         yield tmp
@@ -34,6 +43,47 @@ def replacing(path: str, sync: bool = False) -> Iterator[str]:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def remove_leftovers(folder: str) -> int:
+    """Remove the temporary files of ``replacing`` in ``folder`` whose writer is gone (a process killed before
+    its rename: its pid runs nothing on this machine; one without a pid once ``OLD_TEMP_AGE`` old). A
+    writer still running keeps its file. Returns how many were removed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        found = TEMP.match(name)
+        if found is None:
+            continue
+        path = os.path.join(folder, name)
+        if not _writer_gone(found.group("pid"), path):
+            continue
+        try:
+            os.remove(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _writer_gone(pid: Optional[str], path: str) -> bool:
+    if pid is None:
+        try:
+            return time.time() - os.stat(path).st_mtime > OLD_TEMP_AGE
+        except OSError:
+            return False
+    if int(pid) == os.getpid():
+        return False  # this process's own (another thread's write)
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, ValueError):
+        return False
+    return False
 
 
 def _mode_of(path: str) -> int:
