@@ -60,7 +60,7 @@ mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
 
 dashboard: install
-	@case "$(STORAGE)" in *://*) ;; *) test -f "$(STORAGE)" || { echo "no Optuna storage at $(STORAGE): sweep the study first (uwbench sweep studies/$(STUDY).yaml) or give STORAGE=PATH|URL"; exit 2; } ;; esac; echo "optuna-dashboard for $(STORAGE) at http://127.0.0.1:$(DASHBOARD_PORT) (Ctrl-C stops it)"; $(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(DASHBOARD_PORT) $(STORAGE)
+	@case "$(STORAGE)" in *://*) ;; *) test -f "$(STORAGE)" || { echo "no Optuna storage at $(STORAGE): sweep the study first (uwbench sweep studies/$(STUDY).yaml) or give STORAGE=PATH|URL"; exit 2; } ;; esac; $(PY) -m uwbench.dashboard --host 127.0.0.1 --port $(DASHBOARD_PORT) $(STORAGE)
 
 clean:
 	rm -rf runs .pytest_cache build *.egg-info && find . -name __pycache__ -prune -exec rm -rf {} +
