@@ -8,7 +8,9 @@ flags, the compiler's version and the CPU, so each machine builds once and a cha
 A file lock (``build.lock`` in the cache folder) is held around the build, so processes that start at
 once on a cold cache (the workers of a sweep) wait for one compiler run and then load its result; the
 build also writes to a temporary name and renames it into place, so no process ever loads a
-half-written library. ``prebuild()`` builds ahead (the sweep's parent does, before its workers start).
+half-written library. The library's size and sha256 are recorded beside it at build time
+(``<library>.sha256``) and checked before it is loaded: a library that does not match (cut short by a full
+disk, changed since) is rebuilt, with one line saying so. ``prebuild()`` builds ahead (the sweep's parent does, before its workers start).
 
 **Vector width.** ``-march=native`` gives the kernels the widest vectors the machine has (64 bytes with
 AVX-512, 32 with AVX2). ``$UWBENCH_NATIVE_VECTOR`` (``VECTOR_ENV``) builds them at another width instead:
@@ -34,6 +36,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Dict, List, Optional, Tuple
@@ -197,7 +200,7 @@ def build(cxx: Optional[str] = None, choice: Optional[str] = None) -> str:
         raise NativeUnavailable(f"the C++ compiler {cxx!r} does not run ({exc}): install one (e.g. `apt install g++`), "
                                 f"point ${COMPILER_ENV} at it, or set train.native=false") from exc
     target = os.path.join(folder, f"uwbench_native_{key}.so")
-    if os.path.exists(target):
+    if os.path.exists(target) and mismatch(target) is None:
         return target
     try:
         lock = open(os.path.join(folder, LOCK_NAME), "a")
@@ -206,9 +209,47 @@ def build(cxx: Optional[str] = None, choice: Optional[str] = None) -> str:
                                 f"${CACHE_ENV} at a writable folder, or set train.native=false") from exc
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one compiler run per machine: the others wait here, then find it
-        if not os.path.exists(target):
-            _compile(cxx, folder, target, flags(choice))
+        if os.path.exists(target):
+            why = mismatch(target)  # again: another process may have rebuilt it meanwhile
+            if why is None:
+                return target
+            print(f"uwbench: the cached native kernel library {target} {why}: rebuilding it", file=sys.stderr)
+        _compile(cxx, folder, target, flags(choice))
     return target
+
+
+RECORD_SUFFIX = ".sha256"  # beside each library: "<size> <sha256>" of the file as the compiler wrote it
+
+
+def _digest(path: str) -> Tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+def mismatch(path: str) -> Optional[str]:
+    """Why the library at ``path`` is not the one that was built there (cut short by a full disk or a kill,
+    changed since, or without the record of its build), or None when its size and sha256 are those recorded
+    at build time (``path`` + ``RECORD_SUFFIX``). Loading a library cut short ends the process with SIGBUS."""
+    try:
+        with open(path + RECORD_SUFFIX) as fh:
+            fields = fh.read().split()
+        size, sha = int(fields[0]), fields[1]
+    except (OSError, ValueError, IndexError):
+        return "has no record of its build (size and sha256)"
+    try:
+        have_size, have_sha = _digest(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if have_size != size:
+        return f"is {have_size} bytes, but {size} were built"
+    if have_sha != sha:
+        return "does not have the sha256 recorded when it was built"
+    return None
 
 
 def _compile(cxx: str, folder: str, target: str, cflags: Tuple[str, ...]) -> None:
@@ -225,10 +266,16 @@ def _compile(cxx: str, folder: str, target: str, cflags: Tuple[str, ...]) -> Non
         if done.returncode != 0:
             raise NativeUnavailable(f"building the native kernels failed ({' '.join(cmd)}):\n{done.stderr.strip()}\n"
                                     "set train.native=false to use the torch path")
+        size, sha = _digest(tmp)
+        record_tmp = f"{tmp}{RECORD_SUFFIX}"
+        with open(record_tmp, "w") as fh:
+            fh.write(f"{size} {sha}\n")
+        os.replace(record_tmp, target + RECORD_SUFFIX)  # the record first: a library is never there without it
         os.replace(tmp, target)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, f"{tmp}{RECORD_SUFFIX}"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
 
 
 def prebuild() -> Optional[str]:
