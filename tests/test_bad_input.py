@@ -219,6 +219,10 @@ CASES = [
     Case("server-unreachable", lambda ctx: ["train", *TINY, "--tracking-uri", "http://127.0.0.1:9/"],
          ["connecting to the MLflow server http://127.0.0.1:9/", "cannot reach the MLflow server http://127.0.0.1:9/",
           "UWBENCH_CONNECT_TIMEOUT"]),
+    Case("tracking-postgres-refused",  # at once, not after MLflow's minutes of retry warnings
+         lambda ctx: ["train", *TINY, "--tracking-uri", "postgresql+psycopg://uw:secret@127.0.0.1:9/mlflow"],
+         ["cannot reach the database server of the MLflow store postgresql+psycopg://uw:***@127.0.0.1:9/mlflow",
+          "Connection refused", "UWBENCH_CONNECT_TIMEOUT"], absent=["secret", "Operation will be retried"]),
     Case("tracking-scheme", lambda ctx: ["train", *TINY, "--tracking-uri", "foo://bar"],
          ["cannot use the MLflow tracking URI 'foo://bar'", "give --tracking-uri sqlite:///PATH.db"]),
     Case("tracking-unwritable", lambda ctx: ["train", *TINY, "--tracking-uri",

@@ -224,3 +224,27 @@ def test_a_tracking_server_that_stops_stops_the_sweep_and_once_restarted_the_sam
         assert_each_run_finished_once(db)
     finally:
         stop_process_group(proc.pid, grace_s=2, leader=proc)
+
+
+def test_a_sweep_whose_every_run_failed_exits_non_zero_and_so_does_its_rerun(tracking_uri, monkeypatch, capsys):
+    """Every run's own failure (here the model crashes at its first update) is recorded, not retried; the
+    sweep then says so as its one error, and the same command, with nothing to do, says it again."""
+    from test_bad_input import run
+    from uwbench.training import loop
+
+    def crash(self):
+        raise RuntimeError("the model broke")
+
+    monkeypatch.setattr(loop._Trainer, "_updates", crash)
+    argv = ["sweep", QUICKSTART, *SMOKE, "--tracking-uri", tracking_uri]
+    for again in (False, True):
+        capsys.readouterr()
+        assert run(argv) == 2
+        captured = capsys.readouterr()
+        errors = [line for line in captured.err.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and "every one of the 2 runs failed (the first: RuntimeError: the model broke)" \
+            in errors[0], captured.err
+        assert ("nothing to do" in captured.out) == again
+    rows = store_rows(tracking_uri[len("sqlite:///"):])
+    assert sorted(s for role, _, s, _, _ in rows if role != "cell") == ["FAILED", "FAILED"], rows
+    assert {s for role, _, s, _, _ in rows if role == "cell"} == {"FINISHED"}, rows

@@ -156,3 +156,34 @@ def test_the_command_restores_and_says_how_to_resume(committed, tmp_path, capsys
     out = capsys.readouterr().out
     assert f"restored {_plan().n_runs()} run(s); 0 already in the stores (planned or run)" in out
     assert f"resume with: uwbench sweep {STUDY} --profile smoke --tracking-uri {uri} --storage {storage}" in out
+
+
+def test_a_restore_killed_half_way_is_cleaned_up_by_the_next(committed, tmp_path, monkeypatch, tracking_uri):
+    """What a kill while the second run's curves are written leaves (that run RUNNING, no trial for it): the
+    next restore deletes it, says so, and ends with each run restored once and none RUNNING."""
+    from uwbench.sweeps import restore as restore_mod
+    from uwbench.tracking import mlflow as tracking
+
+    plan, uri, storage = _plan(), tracking_uri, str(tmp_path / "k.journal")
+    real, calls = restore_mod._log_curves, []
+
+    def killed(run, curves):
+        calls.append(run.run_id)
+        if len(calls) == 2:
+            run.end = lambda *args, **kwargs: None  # a killed process ends nothing
+            raise KeyboardInterrupt("killed")
+        real(run, curves)
+
+    monkeypatch.setattr(restore_mod, "_log_curves", killed)
+    with pytest.raises(KeyboardInterrupt):
+        restore_mod.restore(plan, committed, uri=uri, storage=storage, out=lambda *_: None)
+    half = calls[1]
+    assert tracking.get_run(half, uri)["status"] == "RUNNING"
+    monkeypatch.setattr(restore_mod, "_log_curves", real)
+    lines = []
+    done = restore_mod.restore(plan, committed, uri=uri, storage=storage, out=lines.append)
+    assert done.removed == [half] and any(f"removed {half}" in line for line in lines), lines
+    assert len(done.written) == plan.n_runs() - 1 and len(done.present) == 1
+    children = tracking.search_runs([plan.id], uri, filter_string="tags.role = 'final'")
+    assert len(children) == plan.n_runs() and len(set(children["tags.job_key"])) == plan.n_runs()
+    assert (children["status"] == "FINISHED").all() and tracking.get_run(half, uri) is None

@@ -11,7 +11,7 @@ A fault of the machine around a run (``fault(exc)``: a full disk, a tracking ser
 not answer, a damaged kernel library; ``FAULTS``, one entry each) is not the run's result: a sweep stops on it
 with one line that names it and the fix (``MachineFault``), leaves the runs it touched unfinished, and the
 same command after the fix runs them. It is found anywhere in the exception's chain (a library's error
-raised while handling an ``OSError`` is that ``OSError``'s fault).
+raised while handling an ``OSError`` is that ``OSError``'s fault), short of an error raised ``from None``.
 """
 from __future__ import annotations
 
@@ -77,12 +77,13 @@ FULL_TEXT = ("database or disk is full", "No space left on device", "Disk quota 
 
 
 def _chain(exc: BaseException):
-    """``exc``, then what it was raised from or while handling, and so on (each once)."""
+    """``exc``, then what it was raised from or while handling, and so on (each once); not past an error
+    raised ``from None`` (its message was chosen to replace what it handled)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         yield exc
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
 
 
 def full_folder(path: Optional[str] = None) -> str:

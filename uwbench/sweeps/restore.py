@@ -16,7 +16,9 @@ The weights are not in a snapshot: a restored run is never trained again; its ``
 config as this code resolves it (``uwbench trace`` replays from it and checks the replay against the curve).
 Every restored run is read back through the report's own reader and must give the snapshot's row (run id
 aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
-same snapshot twice adds nothing. Only faithful studies are restored (a tuned study's final runs depend on its
+same snapshot twice adds nothing. A restore stopped between writing a run and recording its trial (killed, or
+refused by that check) leaves a half-restored run; the next restore deletes it, says so, and writes it again.
+Only faithful studies are restored (a tuned study's final runs depend on its
 search trials, which a snapshot holds only in part).
 """
 from __future__ import annotations
@@ -48,10 +50,12 @@ class Restored:
     written: List[Tuple[str, int, str]] = field(default_factory=list)  # (cell, seed, new run id)
     present: List[Tuple[str, int]] = field(default_factory=list)
     left_out: Dict[str, int] = field(default_factory=dict)  # reason -> rows
+    removed: List[str] = field(default_factory=list)  # half-restored runs an earlier, stopped restore left
 
     def lines(self) -> List[str]:
         """The summary line, then one line per reason rows were left out."""
-        out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores (planned or run)"]
+        out = [f"restored {len(self.written)} run(s); {len(self.present)} already in the stores (planned or run)"
+               + (f"; {len(self.removed)} half-restored run(s) of a stopped restore removed" if self.removed else "")]
         return out + [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
 
 
@@ -149,6 +153,23 @@ def _write_run(ctx: Context, job: common.Job, row: Mapping, snap, folder: str) -
     return run.run_id
 
 
+def _remove_half_restored(plan: Plan, ctx: Context, studies, out) -> List[str]:
+    """Delete the restored MLflow runs no Optuna trial points at: what a restore stopped (killed, or refused
+    by the read-back check) between writing a run and recording its trial leaves, RUNNING or ended. The
+    study lock is held, so no restore of this machine is writing one now; each is written again."""
+    from uwbench.tracking.mlflow import delete_run, find_runs
+
+    recorded = {t.user_attrs.get("mlflow_run_id") for cell in plan.cells for t in studies.trials(cell.id, "final")}
+    removed = []
+    for r in find_runs(ctx.experiment_id, common.children_filter(plan, ctx.backend), ctx.uri):
+        if r["tags"].get(RESTORED_FROM) and r["run_id"] not in recorded:
+            delete_run(r["run_id"], ctx.uri)
+            removed.append(r["run_id"])
+            out(f"  removed {r['run_id']} ({r['tags'].get('cell')}, seed {r['tags'].get('seed')}, {r['status']}): a "
+                "restore stopped before recording it; it is restored again")
+    return removed
+
+
 def _curve_points(curves) -> set:
     from uwbench.report import runs as runs_mod
 
@@ -224,6 +245,7 @@ def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str]
         store, retry = open_storage(settings)
         studies = Studies(settings, store, retry, create=True)
         try:
+            result.removed = _remove_half_restored(plan, ctx, studies, out)
             for row, final in jobs:
                 key = final.key(row["cell"])
                 if key in studies.by_key(row["cell"], "final"):

@@ -21,6 +21,7 @@ import os
 import shutil
 from typing import Callable, Optional
 
+from uwbench import errors
 from uwbench.spec import Plan
 from uwbench.sweeps.common import SweepError
 
@@ -64,6 +65,8 @@ def make_storage(url: str, heartbeat_interval: Optional[int] = None, grace_perio
             check_journal(path)
             return JournalStorage(JournalFileBackend(path))
         except OSError as exc:
+            if exc.errno in errors.FULL:  # a fault of the machine, not a wrong path
+                raise errors.MachineFault(errors.disk_full(exc.filename or path)) from None
             raise SweepError(f"cannot open the Optuna journal {path}: {exc.strerror or exc}; give --storage a "
                              "path in a folder this user can write") from None
     kwargs = {}

@@ -83,6 +83,8 @@ def _open_store(uri: str) -> None:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             _prepare_sqlite_store(uri, path)
         except Exception as exc:  # noqa: BLE001 - an OS error, MLflow's, SQLAlchemy's: all mean this file
+            if isinstance(exc, OSError) and exc.errno in errors.FULL or "database or disk is full" in str(exc):
+                raise errors.MachineFault(errors.disk_full(getattr(exc, "filename", None) or path)) from None
             raise TrackingError(f"cannot use the MLflow store {path}: {_reason(exc)}; {_sqlite_fix(exc, path)}") from None
         return
     if urlsplit(uri).scheme in ("http", "https"):
