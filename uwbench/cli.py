@@ -70,6 +70,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_names(args)
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print(f"uwbench {args.command}: interrupted", file=sys.stderr)
@@ -80,6 +81,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _quiet_stdout()
     except Exception as exc:
         return _fail(args, exc)
+
+
+def _check_names(args) -> None:
+    """Names given on the command line that become a folder: an MLflow experiment's name is its artifact
+    folder's (``<store>/artifacts/<name>/``), so it must be one plain name (``uwbench.paths.folder_name``)."""
+    experiment = getattr(args, "experiment", None)
+    if experiment is not None:
+        from uwbench.paths import folder_name
+
+        folder_name(experiment, "--experiment", "its runs' artifacts go to a folder of that name beside the "
+                                                "MLflow store: give a plain name such as my_experiment")
 
 
 SIGPIPE_EXIT = 141  # the shell's exit status for a process ended by SIGPIPE (128 + 13), as `cmd | head` expects

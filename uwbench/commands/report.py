@@ -44,7 +44,10 @@ def run(args) -> int:
     from uwbench.spec.plugins import import_plugins
 
     import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
+    if args.out is not None:
+        from uwbench.paths import user_folder
 
+        user_folder(args.out, "--out")  # never /, a system folder or the home folder itself
     with compare.unchanged_kept(**_written_under(args)) as kept:
         code = _write(args)
     if kept:
@@ -83,6 +86,7 @@ def _write(args) -> int:
         _print(rep)
         return 0
     args.out = DEFAULT_OUT if args.out is None else args.out
+    index_mod.check_index(args.out)  # before any report is written: the index goes there last
     paths = list(args.studies)
     if args.all:
         paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))

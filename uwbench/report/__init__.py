@@ -85,6 +85,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     if snap is None:
         snap = runs_mod.Snapshot(runs_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
+    _check_replaceable(folder, render.GENERATED, OTHER_OUT)
     guard.check(folder, snap.runs, force)
     view = study_mod.load(path, snap.runs, overrides)
     report = render.build_report(view, snap, folder, search_storage=search_storage)
@@ -119,10 +120,13 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     view = render.study_for_snapshot(snap, studies_dir, src)
     if out is None:
         folder, root = src, os.path.dirname(src)
-        _check_replaceable(src, render.GENERATED)
+        _check_replaceable(src, render.GENERATED, GIVE_OUT)
         index_root = root if os.path.basename(src) == view.id and _generated(os.path.join(root, "README.md")) else None
     else:
         folder, index_root = os.path.join(out, view.id), out
+        _check_replaceable(folder, render.GENERATED, OTHER_OUT)
+        if index:
+            index_mod.check_index(out)
     guard.check(folder, snap.runs, force)
     report = render.build_report(view, snap, folder)
     log(f"{view.id}: {len(snap.runs)} runs from {csv_path}")
@@ -140,19 +144,23 @@ def _generated(path: str) -> bool:
         return False
 
 
-def _check_replaceable(folder: str, patterns) -> None:
+GIVE_OUT = "give --out FOLDER to write the report to FOLDER/<study id>/ instead"
+OTHER_OUT = "give --out another folder, or move those files out of it"
+
+
+def _check_replaceable(folder: str, patterns, fix: str = GIVE_OUT) -> None:
     """A report is written into ``folder`` only when that replaces nothing but a report: the folder holds the
-    snapshot alone, or it is a report folder (its README.md generated)."""
+    snapshot alone, or it is a report folder (its README.md generated). ``fix``: the way out the error names."""
     import glob
 
-    if _generated(os.path.join(folder, "README.md")):
+    if not os.path.isdir(folder) or _generated(os.path.join(folder, "README.md")):
         return
     theirs = sorted({os.path.basename(p) for pattern in patterns for p in glob.glob(os.path.join(folder, pattern))}
                     - set(SNAPSHOT_FILES))
     if theirs:
         shown = ", ".join(theirs[:5]) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
         raise ValueError(f"{folder} is not a report folder and holds files a report would replace or remove "
-                         f"({shown}); give --out FOLDER to write the report to FOLDER/<study id>/ instead")
+                         f"({shown}); {fix}")
 
 
 def _collect_traces(snap, cell_order, uri, log):

@@ -13,7 +13,8 @@
     report.html                         one self-contained page (tables + figures as base64)
 
 Nothing here depends on the time, the machine or where the data came from, so a rebuild of unchanged
-data gives identical bytes. Files of an earlier build that this build no longer makes are removed.
+data gives identical bytes. Files of an earlier build that this build no longer makes are removed (only
+files named as a report names its own: a user's other files in the folder stay).
 ``write_index(root, studies_dir)`` writes ``<root>/README.md``: every study, its headline numbers
 against the paper's and its status (matches / within tolerance / off / not run).
 """
@@ -35,7 +36,15 @@ from uwbench.report.study import StudyView, find_study_file, from_runs, runs_ove
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
 
-GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")
+GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")  # the kinds of file a report folder holds
+# The names ``build_report`` gives its files: only these (and the figures the folder's previous README showed)
+# are removed when a build no longer makes them; any other file in the folder is the user's and stays.
+MADE = ("runs.csv", "curves.csv", "traces.csv", "accuracy.md", "accuracy.tex", "accuracy.csv", "accuracy-*.csv",
+        "cells.csv", "time.md", "time.csv", "time.tex", "verdicts.csv", "orderings.csv", "regimes.csv",
+        "protocols.md", "protocols.csv", "importance.md", "importance.csv", "pareto.md", "pareto.csv",
+        "search_*.png", "protocols.png", "accuracy_vs_ratio.png", "time_reduction.png", "learning_curves.png",
+        "learning_curves_uw_vs_regular.png", "theory_bound.png", "pareto_front.png", "memory_*.png",
+        "sequences_*.png", "README.md", "report.html")
 MAX_HEADLINE = 3
 
 
@@ -64,6 +73,7 @@ def _write(path: str, text: str, files: List[str]) -> None:
 def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bool = False,
                  search_storage: Optional[str] = None) -> Report:
     os.makedirs(folder, exist_ok=True)
+    shown_before = _figures_shown(folder)
     files: List[str] = list(snap.write(folder))
     runs = snap.runs[snap.runs["study"].isin([study.id, ""])] if len(snap.runs) else snap.runs
     summary = tables.summarize(study, runs)
@@ -119,7 +129,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
            _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing,
                  set_flag(runs), prot),
            files)
-    _remove_stale(folder, files)
+    _remove_stale(folder, files, shown_before)
     report.files = files
     return report
 
@@ -238,12 +248,34 @@ def set_flag(runs: pd.DataFrame) -> str:
     return set_flags(runs_overrides(runs))
 
 
-def _remove_stale(folder: str, keep: List[str]) -> None:
+def _figures_shown(folder: str) -> List[str]:
+    """The figures a report's README.md in ``folder`` shows (``![caption](name.png)``): an earlier build's,
+    so removable when this build no longer draws them; none for a README uwbench did not write."""
+    import re
+
+    from uwbench.report import GENERATED_MARKER
+
+    try:
+        with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if GENERATED_MARKER not in text[:4096]:
+        return []
+    return sorted({name for name in re.findall(r"!\[[^\]]*\]\(([^)/\\]+\.png)\)", text)})
+
+
+def _remove_stale(folder: str, keep: List[str], shown_before: List[str] = ()) -> None:
+    """Remove the report files of an earlier build that this one did not make: files named as this module
+    names its files (``MADE``), and the figures the earlier README showed; nothing else (a user's notes and
+    data in the folder stay)."""
     keep_abs = {os.path.abspath(p) for p in keep}
-    for pattern in GENERATED:
-        for path in glob.glob(os.path.join(folder, pattern)):
-            if os.path.abspath(path) not in keep_abs:
-                os.remove(path)
+    folder_glob = glob.escape(folder)
+    ours = {p for pattern in MADE for p in glob.glob(os.path.join(folder_glob, pattern))}
+    ours |= {os.path.join(folder, name) for name in shown_before if os.path.isfile(os.path.join(folder, name))}
+    for path in sorted(ours):
+        if os.path.abspath(path) not in keep_abs:
+            os.remove(path)
 
 
 # --------------------------------------------------------------------------------------------------
