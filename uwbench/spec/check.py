@@ -26,8 +26,8 @@ def check(path: str) -> Check:
         plans = {name: expand(spec, name, path) for name in sorted({BASE_PROFILE, *spec.profiles})}
     except SpecError as exc:
         return Check(path, "error", str(exc))
-    except FileNotFoundError as exc:
-        return Check(path, "error", f"{path}: {exc.strerror}")
+    except OSError as exc:  # missing, a folder, unreadable: this file's error, and the next file is checked
+        return Check(path, "error", f"{path}: {exc.strerror or exc}")
     plan = plans[spec.default_profile]
     waits = sorted({w for p in plans.values() for w in p.waits_for})
     sizes = ", ".join(f"{name} {len(p.cells)} cells/{p.n_runs()} runs" for name, p in plans.items())
