@@ -152,11 +152,7 @@ class Checkpoint:
         if not self.resumable():
             return None
         self._remove_stale()
-        try:
-            state = torch.load(self.state_path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise CheckpointError(f"cannot read the checkpoint {self.state_path}: {type(exc).__name__}: {exc}; "
-                                  f"delete {self.folder} to start run {self.run_id} again from update 0") from exc
+        state = read(self.state_path, f"delete {self.folder} to start run {self.run_id} again from update 0")
         if state.get("version") != FORMAT_VERSION:
             raise CheckpointError(f"checkpoint {self.state_path} has format {state.get('version')!r}, this uwbench "
                                   f"reads format {FORMAT_VERSION}; resume it with the uwbench that wrote it")
@@ -211,7 +207,54 @@ def stored_config(run_id: str, root: Optional[str] = None) -> Dict[str, Any]:
         raise CheckpointError(f"run {run_id} {state} under {ckpt.root}: nothing to resume"
                               + ("" if ckpt.finished() else "; pass the folder it was written to with "
                                  f"--checkpoint-dir (or {env.CHECKPOINT_DIR_ENV})"))
-    return torch.load(ckpt.state_path, map_location="cpu", weights_only=True)["config"]
+    state = read(ckpt.state_path, f"delete {ckpt.folder} to start run {run_id} again from update 0")
+    if "config" not in state:
+        raise CheckpointError(f"the checkpoint {ckpt.state_path} is damaged (it holds no run config); delete "
+                              f"{ckpt.folder} to start run {run_id} again from update 0")
+    return state["config"]
+
+
+def read(path: str, fix: str) -> Dict[str, Any]:
+    """A checkpoint file's contents, loaded with ``weights_only=True`` (tensors and plain values only, never
+    arbitrary objects); a damaged file (cut short, garbage, not a checkpoint) is a ``CheckpointError`` naming
+    the file, what is wrong with it and ``fix``."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every way a file can fail to be a checkpoint is reported alike
+        raise CheckpointError(f"the checkpoint {path} is damaged ({_damage(path, exc)}); {fix}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"the checkpoint {path} is damaged (it holds a {type(state).__name__}, not a "
+                              f"checkpoint's mapping); {fix}")
+    return state
+
+
+def _damage(path: str, exc: BaseException) -> str:
+    """What is wrong with a checkpoint file torch could not load, in a few words (torch's own text is
+    paragraphs long and may advise loading with weights_only=False, which would run code from the file)."""
+    import pickle
+    import zipfile
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        size, head = None, b""
+    if size == 0:
+        return "it is empty"
+    if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):  # torch's zip, its end missing
+        return f"{size} bytes, cut short"
+    if head != b"PK\x03\x04":
+        return f"{size} bytes that torch cannot read as a checkpoint (not a torch file)"
+    if isinstance(exc, pickle.UnpicklingError):
+        return "it holds objects other than tensors and plain values, which are not loaded"
+    return f"{size} bytes that torch cannot read as a checkpoint ({type(exc).__name__})"
 
 
 def _plain(config: Mapping[str, Any]) -> Dict[str, Any]:
