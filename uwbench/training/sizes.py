@@ -1,12 +1,20 @@
 """Whether a run's tensors can fit in the machine's memory, decided from its config before anything is
-allocated (or recorded), so a mistyped size is a one-line error instead of an allocator's traceback.
+allocated (or recorded), so a mistyped size is a one-line error instead of an allocator's traceback or the
+kernel's out-of-memory killer.
 
-The estimate is a lower bound: what training must hold at once whatever the execution path, namely for
-each of the batch's B sequences and each of its T steps (the task's ``seq_len``; 1 for a task without one)
-the state the backward pass needs, at least the memory (D slots x W words) and the controller's H units,
-as float32. The real need is several times larger (gates, reads, the link matrix of the DNC, gradients,
-Adam's moments), so a run refused here could never have run; one that passes may still run out of memory,
-which the CLI reports as one line too (``uwbench.errors``).
+The estimate is a lower bound: what training must hold at once whatever the execution path, as float32, for
+each of the batch's B sequences and each of its T steps (the task's ``seq_len``; 1 for a task without one;
+the decoder's steps are not counted) the values the backward pass needs:
+
+- the controller: its state h and the gradient reaching it, and its G = gates x H pre-activations (the
+  input's projection) and their gradient: 2 H + 2 G per step (the native path's workspace holds these
+  for every step, ``models/native.py``; the eager path's autograd graph holds more);
+- the memory (D slots x W words) at every step that writes, every step for the regular writer, D steps
+  for the others (they write D times).
+
+The real need is larger (the link matrix of the DNC, reads, interfaces, the cell's saved values, Adam's
+moments), so a run refused here could never have run; one that passes may still run out of memory, which
+the CLI reports as one line too (``uwbench.errors``).
 """
 from __future__ import annotations
 
@@ -14,6 +22,20 @@ import os
 from typing import Optional, Tuple
 
 FLOAT_BYTES = 4  # float32, the models' dtype
+EVERY_STEP_WRITERS = ("regular",)  # writers that write the memory at every step
+
+
+def _gates(controller: Optional[str]) -> int:
+    """The controller's gates per hidden unit (4 for an LSTM, 3 for a GRU; 1 when unknown)."""
+    if not controller:
+        return 1
+    try:
+        from uwbench.models import controllers  # noqa: F401 - registers the controllers
+        from uwbench.registry import CONTROLLERS
+
+        return max(int(getattr(CONTROLLERS.get(controller), "gates", 1) or 1), 1)
+    except Exception:  # noqa: BLE001 - an unknown controller is the model config's error, not this estimate's
+        return 1
 
 
 def lower_bound(resolved) -> Tuple[int, str]:
@@ -22,11 +44,15 @@ def lower_bound(resolved) -> Tuple[int, str]:
     steps = int(getattr(task, "seq_len", 1) or 1)
     slots, word = int(getattr(model, "memory_size", 0) or 0), int(getattr(model, "word_size", 0) or 0)
     hidden = int(getattr(model, "hidden_size", 0) or 0)
-    per_step = slots * word + hidden
-    total = FLOAT_BYTES * train.batch_size * steps * per_step
-    memory = f"memory {slots} x {word} + " if slots else ""
-    how = (f"batch {train.batch_size} x T={steps} steps x ({memory}hidden {hidden}) float32 values kept for the "
-           "backward pass")
+    gates = _gates(getattr(model, "controller", None) or ("lstm" if resolved.model_name == "lstm" else None))
+    controller = 2 * hidden + 2 * gates * hidden
+    writer = getattr(model, "writer", None)
+    writes = steps if writer in EVERY_STEP_WRITERS else min(slots, steps)
+    total = FLOAT_BYTES * train.batch_size * (steps * controller + writes * slots * word)
+    memory = (f" + memory {slots} x {word} at {'each of the' if writes == steps else 'its'} {writes} write(s)"
+              if slots and word else "")
+    how = (f"batch {train.batch_size} x (T={steps} steps x controller {controller} (2 H + 2 G, H={hidden}, "
+           f"G={gates * hidden}){memory}) float32 values kept for the backward pass")
     return total, how
 
 
