@@ -194,6 +194,67 @@ def cell_runs_failed_with_the_error(ctx: Ctx, err: str) -> None:
     assert rows and all(s == "FAILED" and "holds none of them" in e for s, e in rows)
 
 
+def not_outside(*names: str) -> Callable[[Ctx, str], None]:
+    """Nothing of these names was made in the test's folder or its parent (where a path escaping would go)."""
+    def after(ctx: Ctx, err: str) -> None:
+        for name in names:
+            for where in (ctx.tmp, os.path.dirname(ctx.tmp), os.path.join(ctx.tmp, "mlruns")):
+                assert not os.path.exists(os.path.join(where, name)), os.path.join(where, name)
+        nothing_written(ctx, err)
+    return after
+
+
+def not_in_store(name: str) -> Callable[[Ctx, str], None]:
+    def after(ctx: Ctx, err: str) -> None:
+        assert not os.path.exists(os.path.join(ctx.tmp, "mlruns", name))
+        assert not os.path.exists(os.path.join(ctx.tmp, name))
+    return after
+
+
+def report_out(out: Callable[[Ctx], str]) -> Callable[[Ctx], List[str]]:
+    """``report --from-csv`` of a copy of a committed snapshot with ``--out OUT``."""
+    def argv(ctx: Ctx) -> List[str]:
+        folder = os.path.join(ctx.tmp, "snap", "table3_pixel_mnist")
+        os.makedirs(folder)
+        shutil.copy(os.path.join(SNAPSHOT, "runs.csv"), folder)
+        return ["report", "--from-csv", os.path.join(folder, "runs.csv"), "--studies-dir", STUDIES, "--out", out(ctx)]
+    return argv
+
+
+def no_readme_at_root(ctx: Ctx, err: str) -> None:
+    assert ROOT_README_BEFORE == os.path.exists("/README.md")
+    nothing_written(ctx, err)
+
+
+ROOT_README_BEFORE = os.path.exists("/README.md")
+
+
+def damaged_checkpoint(kind: str) -> Callable[[Ctx], List[str]]:
+    """``train --resume`` of a run whose checkpoint ``state.pt`` is cut short (``truncated``) or garbage."""
+    def argv(ctx: Ctx) -> List[str]:
+        import torch
+
+        folder = os.path.join(ctx.tmp, "ckpt", "0123abcd")
+        os.makedirs(folder)
+        path = os.path.join(folder, "state.pt")
+        torch.save({"version": 1, "config": {}, "weights": torch.zeros(4096)}, path)
+        data = open(path, "rb").read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2] if kind == "truncated" else b"not a checkpoint\n" * 40)
+        ctx.env["_CKPT"] = path
+        return ["train", "--resume", "0123abcd", "--checkpoint-dir", os.path.join(ctx.tmp, "ckpt"),
+                "--tracking-uri", ctx.uri]
+    return argv
+
+
+def checkpoint_kept(ctx: Ctx, err: str) -> None:
+    assert os.path.exists(os.path.join(ctx.tmp, "ckpt", "0123abcd", "state.pt"))  # the user deletes it, not we
+
+
+def _machine_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -215,6 +276,26 @@ CASES = [
                                                              "--memory-size"]),
     Case("huge-batch", train("--batch-size", str(10**13)), ["the run needs at least", "batch 10000000000000"]),
     Case("huge-seq-len", train("--seq-len", str(10**13)), ["the run needs at least", "T=10000000000000 steps"]),
+    # the probe's own command: the copy task's defaults (batch 64, H=100, D=4) at T=100000 need over 32 GB
+    pytest.param(Case("seq-len-100000", lambda ctx: ["train", "--task", "copy", "--model", "dnc", "--seq-len", "100000",
+                                                     "--tracking-uri", ctx.uri, "--no-progress", "--no-system-metrics"],
+                      ["the run needs at least 3", "GB (batch 64 x (T=100000 steps x controller 1000",
+                       "but this machine's memory is", "--seq-len"]),
+                 marks=pytest.mark.skipif(_machine_bytes() > 32 * 10**9, reason="this machine has over 32 GB")),
+    Case("experiment-escapes", train("--experiment", "../escaped"),
+         ["`--experiment` must be one folder name", "got '../escaped'", "give a plain name"],
+         after=not_in_store("escaped")),
+    Case("experiment-absolute", train("--experiment", "/tmp/uwbench-escaped-experiment"),
+         ["`--experiment` must be one folder name", "it holds a path separator"],
+         after=lambda ctx, err: not os.path.exists("/tmp/uwbench-escaped-experiment") or pytest.fail("made")),
+    # uwbench train --resume: a damaged checkpoint, named with the fix; torch's unsafe advice never shown
+    Case("checkpoint-truncated", damaged_checkpoint("truncated"),
+         ["the checkpoint ", os.path.join("ckpt", "0123abcd", "state.pt"), "is damaged (", "cut short",
+          f"delete {os.sep}", "to start run 0123abcd again from update 0"],
+         absent=["weights_only=False", "PytorchStreamReader"], after=checkpoint_kept),
+    Case("checkpoint-garbage", damaged_checkpoint("garbage"),
+         ["is damaged (", "bytes that torch cannot read as a checkpoint", "to start run 0123abcd again"],
+         absent=["weights_only=False"], after=checkpoint_kept),
     # MLflow stores
     Case("server-unreachable", lambda ctx: ["train", *TINY, "--tracking-uri", "http://127.0.0.1:9/"],
          ["connecting to the MLflow server http://127.0.0.1:9/", "cannot reach the MLflow server http://127.0.0.1:9/",
@@ -283,6 +364,38 @@ CASES = [
          after=nothing_written),
     Case("csv-not-a-number", snapshot(set_cell("test_accuracy", 3, "high")),
          ["runs.csv, line 4: column 'test_accuracy' holds 'high', not a number"], after=nothing_written),
+    # ... a study value that would name a folder outside the report's
+    Case("csv-study-escapes", snapshot(set_cell("study", 1, "../../escaped")),
+         ["runs.csv, line 2: column 'study' holds '../../escaped', not a study id"], after=not_outside("escaped")),
+    Case("csv-study-absolute", snapshot(set_cell("study", 1, "/tmp/uwbench-escaped-study")),
+         ["runs.csv, line 2: column 'study' holds '/tmp/uwbench-escaped-study', not a study id"],
+         after=lambda ctx, err: (nothing_written(ctx, err), not os.path.exists("/tmp/uwbench-escaped-study")
+                                 or pytest.fail("made"))),
+    # ... impossible numbers
+    Case("csv-accuracy-above-1", snapshot(set_cell("test_accuracy", 2, "5.0")),
+         ["runs.csv, line 3: column 'test_accuracy' holds '5.0', but 0 <= accuracy <= 1 must hold"],
+         after=nothing_written),
+    Case("csv-accuracy-negative", snapshot(set_cell("best_eval_accuracy", 5, "-3")),
+         ["runs.csv, line 6: column 'best_eval_accuracy' holds '-3', but 0 <= accuracy <= 1 must hold"],
+         after=nothing_written),
+    Case("csv-time-negative", snapshot(set_cell("mean_seconds_per_100", 4, "-1.5")),
+         ["runs.csv, line 5: column 'mean_seconds_per_100' holds '-1.5', but mean_seconds_per_100 >= 0 (a time)"],
+         after=nothing_written),
+    Case("csv-run-id-twice", snapshot(lambda rows: rows[:3] + [rows[2]] + rows[3:]),
+         ["runs.csv, line 4: column 'run_id' holds", "the run of line 3 again", "remove one of the two"],
+         after=nothing_written),
+    Case("csv-nan-metric", snapshot(set_cell("test_accuracy", 1, "nan")),
+         ["runs.csv, line 2: column 'test_accuracy' holds 'nan', not a finite number"], after=nothing_written),
+    Case("csv-finished-without-value", snapshot(set_cell("test_accuracy", 7, "")),
+         ["runs.csv, line 8: a finished run (", "has no test value (column 'test_accuracy' and 'test_mse' empty)"],
+         after=nothing_written),
+    # ... --out: never a system folder or the home folder; never a README.md of the user's
+    Case("out-root", report_out(lambda ctx: "/"),
+         ["`--out` must name a folder of its own, got '/': it is the root folder"], after=no_readme_at_root),
+    Case("out-etc", report_out(lambda ctx: "/etc"), ["`--out` must name a folder of its own, got '/etc'"],
+         after=nothing_written),
+    Case("out-home", report_out(lambda ctx: os.path.expanduser("~")), ["it is the home folder itself"],
+         after=nothing_written),
     # theory
     Case("theory-d-above-t", lambda ctx: ["theory", "bound", "--seq-len", "3", "--memory-size", "10"],
          ["`memory_size < seq_len` must hold", "got D=10, T=3", "regular writing keeps every one"]),
@@ -319,6 +432,7 @@ def test_a_bad_input_is_one_line_with_its_fix_and_leaves_no_run_running(case, tr
     argv = case.argv(ctx)
     if "_SYS_PATH" in ctx.env:
         monkeypatch.syspath_prepend(ctx.env.pop("_SYS_PATH"))
+    ctx.env.pop("_CKPT", None)
     for key, value in ctx.env.items():
         monkeypatch.setenv(key, value)
     capsys.readouterr()
@@ -438,3 +552,236 @@ def test_a_copied_snapshot_is_reported_beside_itself_and_the_committed_report_st
     assert (copy / "README.md").exists() and (copy / "report.html").exists()
     assert not (tmp_path / "copy" / "README.md").exists()  # no index beside a folder that had none
     assert str(copy / "README.md") in capsys.readouterr().out
+
+
+# ---- paths: nothing outside the folders the program owns; a user's files neither replaced nor removed ----
+
+
+def _snapshot_copy(folder) -> str:
+    folder.mkdir(parents=True)
+    for name in ("runs.csv", "curves.csv", "traces.csv"):
+        if os.path.exists(os.path.join(SNAPSHOT, name)):
+            shutil.copy(os.path.join(SNAPSHOT, name), folder / name)
+    return str(folder / "runs.csv")
+
+
+def test_an_out_folder_is_the_users_its_files_are_neither_replaced_nor_removed(tmp_path, capsys):
+    study = os.path.basename(SNAPSHOT)
+    csv_path = _snapshot_copy(tmp_path / "snap" / study)
+    argv = ["report", "--from-csv", csv_path, "--studies-dir", STUDIES, "--out"]
+    # a README.md of the user's where the index would go: refused before anything is written
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("# my notes\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run([*argv, str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine / 'README.md'} is not a reports index" in err and "give --out a folder of uwbench's own" in err
+    assert sorted(os.listdir(mine)) == ["README.md"] and (mine / "README.md").read_text() == "# my notes\n"
+    # a study folder of the user's (not a report): refused, its files as they were
+    (mine / "README.md").unlink()
+    (mine / study).mkdir()
+    (mine / study / "notes.md").write_text("mine", encoding="utf-8")
+    assert run([*argv, str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine / study} is not a report folder" in err and "(notes.md)" in err and "give --out another folder" in err
+    assert sorted(os.listdir(mine)) == [study] and os.listdir(mine / study) == ["notes.md"]
+    # a report folder the user added files to: rebuilt, the user's files kept
+    out = tmp_path / "out"
+    assert run([*argv, str(out)]) == 0
+    (out / study / "notes.md").write_text("mine", encoding="utf-8")
+    (out / study / "mydata.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    assert run([*argv, str(out)]) == 0
+    assert (out / study / "notes.md").read_text() == "mine" and (out / study / "mydata.csv").read_text() == "a,b\n1,2\n"
+    assert sorted(os.listdir(out)) == ["README.md", study]  # its own study folder and index, nothing else
+    assert sorted(os.listdir(tmp_path)) == ["mine", "out", "snap"]
+
+
+def test_a_report_removes_the_stale_files_it_made_and_nothing_else(tmp_path):
+    """A figure the previous build showed and this one does not draw is removed; a user's file stays."""
+    study = os.path.basename(SNAPSHOT)
+    folder = tmp_path / study
+    shutil.copytree(SNAPSHOT, folder)
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    (folder / "README.md").write_text(readme + "\n![an old figure](old_figure.png)\n", encoding="utf-8")
+    (folder / "old_figure.png").write_bytes(b"x")
+    (folder / "memory_copy_t9_d9_dnc_gru.png").write_bytes(b"x")  # a report's figure name, of no cell here
+    (folder / "user.png").write_bytes(b"x")
+    assert run(["report", "--from-csv", str(folder / "runs.csv"), "--studies-dir", STUDIES]) == 0
+    assert not (folder / "old_figure.png").exists() and not (folder / "memory_copy_t9_d9_dnc_gru.png").exists()
+    assert (folder / "user.png").read_bytes() == b"x"
+
+
+def test_a_temporary_file_left_by_kill_9_is_removed_at_the_next_write_of_its_folder(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    study = os.path.basename(SNAPSHOT)
+    folder = tmp_path / study
+    shutil.copytree(SNAPSHOT, folder)
+    killed = subprocess.run([sys.executable, "-c",
+                             "import os, signal, sys\nfrom uwbench import atomic\n"
+                             "with atomic.replacing(sys.argv[1]) as tmp:\n"
+                             "    open(tmp, 'w').close()\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+                             str(folder / "README.md")], cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL
+    left = [n for n in os.listdir(folder) if n.startswith(".")]
+    assert len(left) == 1 and left[0].startswith(".README.md.") and os.path.getsize(folder / left[0]) == 0
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:  # a writer still running keeps its file
+        (folder / f".cells.csv.{live.pid}-abcdefgh.tmp.csv").write_text("")
+        assert run(["report", "--from-csv", str(folder / "runs.csv"), "--studies-dir", STUDIES]) == 0
+        assert [n for n in os.listdir(folder) if n.startswith(".")] == [f".cells.csv.{live.pid}-abcdefgh.tmp.csv"]
+    finally:
+        live.kill()
+        live.wait()
+
+
+# ---- study files ----
+
+
+def test_validate_reports_each_bad_study_file_and_goes_on(tmp_path, capsys):
+    """A key given twice, 20,000 nested brackets, text that is not UTF-8: each file's own one line, then the
+    next file; a good file after them still checked."""
+    dup = tmp_path / "dup.yaml"
+    dup.write_text(open(QUICKSTART, encoding="utf-8").read().replace("\ntitle:", "\nid: other\ntitle:", 1),
+                   encoding="utf-8")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("id: deep\nx: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"id: latin\ntitle: caf\xe9\n")
+    capsys.readouterr()
+    assert run(["validate", str(dup), str(deep), str(latin), QUICKSTART]) == 1
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 4 and "Traceback" not in out.err, out
+    assert lines[0].startswith(f"ERROR  {dup}: line ") and "key 'id' appears twice in one mapping (first on line" in lines[0]
+    assert lines[1] == (f"ERROR  {deep}: line 2: `nesting depth <= 64` must hold (mappings and lists within each "
+                        "other), got deeper: a study file needs a few levels; check the brackets")
+    assert lines[2] == f"ERROR  {latin}: line 2: not UTF-8 text (invalid continuation byte at byte 20); save the file as UTF-8"
+    assert lines[3].startswith(f"OK     {QUICKSTART}: quickstart:")
+    # and a command that reads one says the same, as its one line
+    assert run(["sweep", str(deep), *SMOKE]) == 2
+    assert "`nesting depth <= 64` must hold" in capsys.readouterr().err
+
+
+# ---- the memory estimate ----
+
+
+def test_the_memory_estimate_lets_the_usual_runs_through():
+    """Copy at T=50..500 and pixel MNIST at T=784, batch 64 (the paper's sizes), and every cell of every
+    study file's profiles, need well under a gigabyte by the estimate; T=100000 over 32 GB."""
+    from uwbench import spec
+    from uwbench.training.config import resolve_run
+    from uwbench.training.sizes import lower_bound
+
+    def need(seq_len, **model):
+        return lower_bound(resolve_run({"task": {"name": "copy", "seq_len": seq_len},
+                                        "model": {"name": "dnc", **model}, "train": {"batch_size": 64}}))[0]
+
+    for t in (50, 100, 500):
+        assert need(t) < 10**9
+    assert need(100000) > 32 * 10**9
+    assert need(500, memory_size=50) < 10**9  # table3_pixel_mnist's T=784 is among the study files' cells
+    for path in glob.glob(os.path.join(STUDIES, "*.yaml")):
+        s = spec.load(path)
+        for profile in sorted({"paper", *s.profiles}):
+            for cell in spec.expand(s, profile, path).cells:
+                assert lower_bound(resolve_run(cell.config))[0] < 10**9, (path, profile, cell.id)
+
+
+# ---- the native kernel cache ----
+
+
+def test_a_truncated_cached_kernel_library_is_detected_and_rebuilt(tmp_path, monkeypatch, capfd):
+    """What a full disk or a kill while the library was copied leaves (a library cut short: loading it ends
+    the process with SIGBUS): the next build notices it does not match its record and builds it again."""
+    import subprocess
+    import sys
+
+    from uwbench import native
+
+    if native.compiler() is None:
+        pytest.skip("no C++ compiler")
+    built = native.build()  # the machine's cache (built and recorded once, as every native run does)
+    assert native.mismatch(built) is None
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for path in (built, built + native.RECORD_SUFFIX):
+        shutil.copy(path, cache)
+    monkeypatch.setenv(native.CACHE_ENV, str(cache))
+    target = str(cache / os.path.basename(built))
+    size = os.path.getsize(target)
+    with open(target, "r+b") as f:
+        f.truncate(size // 3)
+    capfd.readouterr()
+    assert native.build() == target
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"uwbench: the cached native kernel library {target} is "
+                                                   f"{size // 3} bytes, but {size} were built: rebuilding it")
+    assert native.mismatch(target) is None and os.path.getsize(target) > size // 3
+    loaded = subprocess.run([sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1]).ln_lstm_saved_size",
+                             target], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    capfd.readouterr()
+    assert native.build() == target and capfd.readouterr().err == ""  # matches now: loaded as it is
+
+
+# ---- the Optuna dashboard ----
+
+
+def test_the_dashboard_refuses_a_foreign_host_header_whatever_the_method(tmp_path):
+    """DNS rebinding: a page elsewhere sends the user's browser to 127.0.0.1 with its own name as Host."""
+    import http.client
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import optuna
+
+    journal = str(tmp_path / "s.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(journal))
+    optuna.create_study(storage=storage, study_name="kept").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench.dashboard", "--port", str(port), journal], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def request(method, path, host):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.putrequest(method, path, skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        return response.status, body
+
+    try:
+        for _ in range(600):  # until it listens (or has ended)
+            if proc.poll() is not None:
+                pytest.fail(proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        status, studies = request("GET", "/api/studies", f"127.0.0.1:{port}")
+        assert status == 200
+        (sid,) = [s["study_id"] for s in json.loads(studies)["study_summaries"] if s["study_name"] == "kept"]
+        for method in ("GET", "DELETE"):
+            status, body = request(method, f"/api/studies/{sid}", f"evil.example:{port}")
+            assert status == 403 and b"is not this machine's" in body
+        status, _ = request("GET", "/api/studies", f"localhost:{port}")
+        assert status == 200
+        assert [s.study_name for s in optuna.get_all_study_summaries(storage)] == ["kept"]  # the DELETE did nothing
+        status, _ = request("DELETE", f"/api/studies/{sid}", f"127.0.0.1:{port}")  # the user's own request does
+        assert status == 204 and optuna.get_all_study_summaries(storage) == []
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()

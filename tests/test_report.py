@@ -225,12 +225,16 @@ def test_png_metadata_has_no_version_or_date(fixture_report):
 
 
 def test_stale_figures_are_removed(tmp_path):
+    """A figure a report names as its own (or its previous README showed) that this build does not draw is
+    removed; any other file stays (the folder may hold the user's)."""
     folder = tmp_path / "fixture_copy"
     folder.mkdir()
+    (folder / "memory_copy_t9_d9_dnc_gru.png").write_bytes(b"x")
     (folder / "old_figure.png").write_bytes(b"x")
     (folder / "keep.txt").write_text("not generated")
     render.build_report(fixture_view(), runs.Snapshot.from_dir(FIXTURE), str(folder))
-    assert not (folder / "old_figure.png").exists() and (folder / "keep.txt").exists()
+    assert not (folder / "memory_copy_t9_d9_dnc_gru.png").exists()
+    assert (folder / "old_figure.png").exists() and (folder / "keep.txt").exists()
 
 
 # --------------------------------------------------------------------------------------------------
