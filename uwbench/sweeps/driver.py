@@ -29,7 +29,10 @@ machine's sweep ends) only when the last planned run anywhere has ended.
 
 No cell run is left RUNNING: once they exist, a sweep that stops for any reason ends them (``_end_cells``):
 interrupted, the cells not complete are KILLED (re-run the command to resume); failed, they are FAILED
-with the error as a tag. An engine whose state records ended runs that the MLflow store does not hold (a
+with the error as a tag; stopped by a fault of the machine (``errors.fault``: a full disk, a store that does
+not answer), KILLED with the fault as the tag, its runs left unfinished for the same command to run (a
+store the fault keeps from being written is put right by that next sweep). A sweep whose every run failed
+(their own failures) ends with that as its error (``EveryRunFailed``), also when there is nothing left to do. An engine whose state records ended runs that the MLflow store does not hold (a
 new ``--tracking-uri`` with the default storage) is an error that says which store to point at, or how to
 run the study again (``_unrecorded``).
 """

@@ -27,6 +27,11 @@ re-run; otherwise the same run is re-opened and the trainer continues it from it
 checkpoint folder (``--checkpoint-dir``; on a disk every machine reads for multi-machine sweeps). A
 trial interrupted more than ``max_retries`` times is recorded as failed.
 
+Faults. A trial stopped by a fault of the machine (``errors.fault``: a full disk, a store that does not
+answer) is put back to WAITING (``TrialRunner.requeue``; the trials of this machine's other workers, stopped
+with it, too: ``Studies.requeue_local``), so no retry is spent on it and no outcome recorded; a worker that
+meets one hands its line to the sweep through a queue and ends, and the sweep stops on it.
+
 GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` through
 ``CUDA_VISIBLE_DEVICES`` (``planning.worker_devices``).
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
-from uwbench import env
+from uwbench import env, errors
 from uwbench.spec import Plan
 from uwbench.sweeps import common, planning, space
 
@@ -406,6 +406,18 @@ def _progress_callback(engine: "Backend", tick):
     return ProgressCallback()
 
 
+def _fault_of(error: BaseException) -> Optional[str]:
+    """The fault of the machine a Ray trial's error carries (Ray wraps the trial's exception, or only its
+    text), or None."""
+    import re
+
+    found = errors.fault(getattr(error, "cause", None) or error)
+    if found is None:
+        line = re.search(r"MachineFault: ([^\n]+)", str(error))
+        found = line.group(1) if line else None
+    return found
+
+
 class Backend:
     name = "ray"
 
@@ -485,8 +497,12 @@ class Backend:
                                       storage_path=os.path.join(runs_dir(), "ray"), verbose=0,
                                       failure_config=tune.FailureConfig(max_failures=options.max_retries),
                                       callbacks=[_progress_callback(self, tick)]))
-        tuner.fit()
+        results = tuner.fit()
         tick()
+        for error in getattr(results, "errors", None) or []:  # a trial that met a fault of the machine (retried
+            fault = _fault_of(error)  # up to --max-retries): stop on it, its runs left to the same command
+            if fault is not None:
+                raise errors.MachineFault(fault)
 
     def close(self) -> None:
         import sys
