@@ -7,7 +7,8 @@ block in the ``README.md`` beside the reports folder (``reports/`` -> ``./README
 own files only:
 
 - one row per claim a report tested: the claim as that report's runs test it and its verdict
-  (``verdicts.csv``: ``claim_text``, ``claim_verdict``), linked to the report; reports whose study is no
+  (``verdicts.csv``: ``claim_text``, ``claim_verdict``; a time claim timed on wall seconds, where the runs
+  recorded no CPU time, says so), linked to the report; reports whose study is no
   artifact of the paper (the quickstart) have no claim rows;
 - one row per report: the profile of its runs, the updates of a final run beside the paper's, its runs and
   their CPU core-hours (``runs.csv``, summed as in ``uwbench.report.compute``: the runs' own CPU seconds).
@@ -38,6 +39,15 @@ def claim_text(row) -> str:
     if text:
         return text
     return {c.id: c.text for c in CLAIMS}.get(row["claim"], row["claim"])
+
+
+def _as_timed(text: str, rows: pd.DataFrame) -> str:
+    """A time claim's text as its comparisons were timed: a report whose runs recorded no CPU time compares
+    wall seconds (each side labelled ``(wall)`` in ``verdicts.csv``), so its claim reads so."""
+    sides = pd.concat([rows.get("winner", pd.Series(dtype=str)), rows.get("loser", pd.Series(dtype=str))])
+    if "CPU seconds" in text and len(sides) and sides.astype(str).str.endswith("(wall)").all():
+        return text.replace("CPU seconds", "wall seconds")
+    return text
 
 
 def _read(path: str) -> Optional[pd.DataFrame]:
@@ -85,8 +95,8 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
         claims = []
         if verdicts is not None and len(verdicts) and "claim_verdict" in verdicts.columns:
             keep = ["claim", "claim_text"] if "claim_text" in verdicts.columns else ["claim"]
-            claims = [(r["claim"], claim_text(r), r["claim_verdict"])
-                      for _, r in verdicts.drop_duplicates(keep).iterrows()]
+            claims = [(r["claim"], _as_timed(claim_text(r), verdicts[verdicts["claim"] == r["claim"]]),
+                       r["claim_verdict"]) for _, r in verdicts.drop_duplicates(keep).iterrows()]
         profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p).strip()})
         out.append({"id": spec.id, "folder": folder, "paper": not spec.artifact.strip().lower().startswith("none"),
                     "profiles": profiles, "runs": len(runs), "trials": int((runs.get("role") == "trial").sum()),

@@ -7,11 +7,11 @@ The README's "Benchmark your own writer" section shows the committed board betwe
 row's own board, leaves every README alone):
 
 - the board's facts (profile, updates, seeds, its runs and their CPU core-hours) and a link to ``board.md``;
-- the baselines' account (how many baseline cells converged, which did not, the columns not counted:
-  ``board_render.baselines_text``);
+- one sentence: how many baseline cells converged and the columns not counted; which cells did not, the
+  late collapses and the code versions are left to ``board.md`` (``board_render.baselines_text``);
 - one line per row, in the board's order: mean test value over the counted columns, mean rank, the tallies
   against UW and regular writing, CPU time against regular writing, and the row's own CPU core-hours;
-- the Pareto figure (``pareto.png``) when the board has one, and how to read the † marks.
+- the Pareto figure (``pareto.png``) when the board has one.
 
 Without a committed board the block says so and names the commands that make one; while the baselines are
 being recorded (runs.csv but no board.md yet) it says how many of the suite's runs are recorded. A README
@@ -42,6 +42,25 @@ def _core_hours(snap) -> Dict[str, float]:
     secs = cpu_seconds(runs)
     rows = runs["cell"].map(row_of)
     return {str(name): float(secs[rows == name].sum()) / 3600.0 for name in sorted(set(rows))}
+
+
+def _baselines_sentence(board, link: str) -> str:
+    """The rest of the block's one sentence: how many baseline cells converged, the columns left out (†) and
+    where the account of each unconverged cell, the late collapses and the code versions is (``board.md``,
+    ``cells.csv``)."""
+    from uwbench.report import board_render as br
+
+    n, stuck = len(board.baseline_cells), board.unconverged
+    where = (f"which cells, the runs that collapsed late and the code versions of each row are in `board.md`, every "
+             f"cell's regime and p-values in [`cells.csv`]({link}/cells.csv).")
+    if not n:
+        return "no baseline cells; " + where
+    text = f"**Baselines: {n - len(stuck)} of {n} cells converged** ({board.converged_share():.0%})"
+    if stuck and board.excluded:
+        columns = ", ".join(p.label for p in board.excluded)
+        text += (f"; the columns with an unconverged baseline cell ({columns}) are marked {br.NOT_CONVERGED} there "
+                 f"and left out of every row's mean, rank and tallies alike")
+    return text + "; " + where
 
 
 def _in_progress(snap, link: str, readme_dir: str) -> str:
@@ -88,19 +107,9 @@ def render(folder: str, readme_dir: str = ".") -> str:
                formats.fmt(r.mean_rank, 2) or br.MISSING] + [br.counts_text(r, w) for w in board_mod.REFERENCES]
               + [br.ratio_text(r.time_ratio), f"{hours.get(r.name, 0.0):.2f}"]
               for i, r in enumerate(board.rows, start=1)])
-    text = (f"The committed board, [`{link}/board.md`]({link}/board.md) ({', '.join(f for f in facts if f)}; every "
-            f"cell of every column is there, with its learning-curve regime and p-values in "
-            f"[`cells.csv`]({link}/cells.csv)):\n\n")
-    if board.baseline_cells:
-        text += br.baselines_text(board) + "\n\n"
-    note = br.code_note(board)
-    if note:
-        text += note + "\n\n"
+    text = (f"The committed board, [`{link}/board.md`]({link}/board.md) ({', '.join(f for f in facts if f)}): "
+            f"{_baselines_sentence(board, link)}\n\n")
     text += formats.to_markdown(table)
-    text += (f"\n_A column marked {br.NOT_CONVERGED} on the board has a baseline cell whose learning curve had not "
-             "converged at this budget: it is left out of every row's mean, rank and tallies alike. A row's own cell "
-             f"marked {br.NOT_CONVERGED} in a counted column is not testable but keeps its rank. CPU core-hours: the "
-             "row's runs' own CPU seconds in training, from the board's `runs.csv`._\n")
     if os.path.exists(os.path.join(folder, "pareto.png")):
         text += (f"\n![Each row's mean test {board.metric.title} against its CPU seconds per 100 updates]"
                  f"({link}/pareto.png)\n")
