@@ -5,8 +5,11 @@
                                   scaling on a small grid (about 25 minutes on 2 cores)
     uwbench bench --quick         a CI-sized run that exercises every section (numbers mean little)
     uwbench bench --full          adds the scaling table up to D = 256 and T = 1000 (much longer)
+    uwbench bench --refresh-docs  times nothing: rewrites benchmarks/README.md's result tables from the
+                                  committed results (``uwbench.bench.readme``)
 
-Prints markdown tables and writes the JSON result under ``benchmarks/results/`` (``--out``). torch is
+Prints markdown tables and writes the JSON result under ``benchmarks/results/`` (``--out``); a result
+written there also rewrites benchmarks/README.md's result tables. torch is
 imported inside ``run`` so ``uwbench --help`` stays instant.
 """
 from __future__ import annotations
@@ -29,9 +32,23 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the JSON result (default {DEFAULT_OUT})")
     p.add_argument("--name", help="file name of the JSON result (default bench-<date>-<mode>.json)")
     p.add_argument("--no-write", action="store_true", help="print the tables only")
+    p.add_argument("--refresh-docs", action="store_true",
+                   help="time nothing: rewrite benchmarks/README.md's result tables from benchmarks/results/")
+
+
+def _refresh_docs() -> None:
+    from uwbench.bench import readme
+
+    path = readme.refresh()
+    print(f"rewrote the result tables of {path}" if path else f"{readme.README}: the result tables are current")
 
 
 def run(args) -> int:
+    import os
+
+    if args.refresh_docs:
+        _refresh_docs()
+        return 0
     from uwbench.spec.plugins import import_plugins
 
     import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
@@ -50,4 +67,6 @@ def run(args) -> int:
     print(format_tables(result))
     if not args.no_write:
         print(f"\nwrote {write_result(result, args.out, args.name)}")
+        if os.path.abspath(args.out) == os.path.abspath(DEFAULT_OUT):
+            _refresh_docs()
     return 0
