@@ -1,7 +1,20 @@
-"""`uwbench train`: one training run, recorded in MLflow."""
+"""`uwbench train`: one training run, or several as a population, recorded in MLflow.
+
+Several values of ``--seed``, ``--lr`` or ``--clip`` train their product (seeds x lrs x clips, in that
+order), each member its own MLflow run. ``--population`` says how: ``off`` one solo run after another,
+``K`` populations of at most K members, ``auto`` (the default) ``AUTO_SIZE`` of this device
+(``uwbench/training/population.py``). Killed, the same command resumes an unfinished population: its
+members' runs carry the ``population_key`` of the command's settings.
+"""
 from __future__ import annotations
 
-HELP = "train one model on one task and record the run in MLflow"
+HELP = "train one model on one task (or a population: several seeds, lrs, clips) and record it in MLflow"
+
+# members per population with --population auto: on a GPU a population is one batched forward per
+# write schedule (benchmarks/results/*-population.json); on the CPU each member runs its own native node
+# and the saving is the trainer's per-update work, which flattens out by 8 members
+AUTO_SIZE = {"cuda": 256, "cpu": 8}
+MULTI = ("seed", "lr", "clip")  # the flags that take several values
 
 # CLI flag -> (run-config section, key). Flags left unset keep the component's own default.
 FLAG_KEYS = {
@@ -35,11 +48,14 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-size", type=int, help="CUW interval and cache length L")
     p.add_argument("--steps", type=int, help="parameter updates")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float, help="learning rate")
-    p.add_argument("--clip", type=float, help="gradient clipping threshold")
+    p.add_argument("--lr", type=float, nargs="+", help="learning rate (several: one run each)")
+    p.add_argument("--clip", type=float, nargs="+", help="gradient clipping threshold (several: one run each)")
     p.add_argument("--eval-every", type=int, help="evaluate every N updates")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--device", help="cpu | cuda | cuda:N | auto")
+    p.add_argument("--seed", type=int, nargs="+", help="random seed (several: one run each)")
+    p.add_argument("--population", default="auto", metavar="off|K|auto",
+                   help="several runs: off trains them one after another, K in populations of at most K "
+                        "members trained as one batched model, auto (default) as many as pay on this device")
+    p.add_argument("--device", help="cpu | cuda | cuda:N | auto (default: a CUDA GPU when present)")
     p.add_argument("--threads", type=int, help="torch intra-op threads")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="any other setting, e.g. --set model.word_size=32 (repeatable)")
@@ -56,7 +72,10 @@ def add_arguments(p) -> None:
                    help="do not log CPU, memory and GPU use (also UWBENCH_SYSTEM_METRICS=0)")
 
 
-def run_config_from_args(args) -> dict:
+def run_configs_from_args(args) -> list:
+    """One run config per member: the product of the several-valued flags (seeds x lrs x clips)."""
+    import itertools
+
     from uwbench.config import ConfigError, merge, parse_assignments
 
     if not args.task or not args.model:
@@ -64,9 +83,57 @@ def run_config_from_args(args) -> dict:
     flags: dict = {"task": {"name": args.task}, "model": {"name": args.model}}
     for flag, (section, key) in FLAG_KEYS.items():
         value = getattr(args, flag, None)
-        if value is not None:
+        if value is not None and flag not in MULTI:
             flags.setdefault(section, {})[key] = value
-    return merge(flags, parse_assignments(args.assignments))
+    flags.setdefault("train", {}).setdefault("device", "auto")  # --set train.device=... still wins
+    base = merge(flags, parse_assignments(args.assignments))
+    choices = [[(flag, v) for v in _values(args, flag)] for flag in MULTI]
+    configs = []
+    for combo in itertools.product(*choices):
+        train = dict(base.get("train") or {})
+        train.update({FLAG_KEYS[flag][1]: v for flag, v in combo if v is not None})
+        configs.append({**base, "train": train})
+    return configs
+
+
+def _values(args, flag) -> list:
+    value = getattr(args, flag, None)
+    if value is None:
+        return [None]
+    values = value if isinstance(value, list) else [value]
+    if len(set(values)) != len(values):
+        from uwbench.config import ConfigError
+
+        raise ConfigError(f"--{flag} values must differ (each is one run), got {' '.join(map(str, values))}")
+    return values
+
+
+def run_config_from_args(args) -> dict:
+    """The run config of a single run (``--resume``'s flags: one value each)."""
+    from uwbench.config import ConfigError
+
+    configs = run_configs_from_args(args)
+    if len(configs) != 1:
+        raise ConfigError(f"--resume continues one run: give one value of --seed, --lr and --clip, got {len(configs)} "
+                          "runs' worth")
+    return configs[0]
+
+
+def population_size(setting: str, device_type: str, n: int) -> int:
+    """Members per population from ``--population`` (off: 1)."""
+    from uwbench.config import ConfigError
+
+    if setting == "off":
+        return 1
+    if setting == "auto":
+        return max(1, min(n, AUTO_SIZE.get(device_type, 1)))
+    try:
+        k = int(setting)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise ConfigError(f"--population must be off, auto or a number of members >= 1, got {setting!r}")
+    return k
 
 
 def run(args) -> int:
@@ -80,13 +147,35 @@ def run(args) -> int:
 
     if args.resume:
         return resume(args)
-    config = run_config_from_args(args)
-    resolved = resolve_run(config)  # validate before anything is recorded
-    check_run(resolved)  # the device exists, the tensors fit: also before the run exists
-    tags = {**axes.run_tags(resolved.as_dict()), "git_sha": git_sha(), "role": "single"}
-    name = args.run_name or f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{resolved.train.seed}"
-    mlrun = Run(args.experiment, run_name=name, tags=tags, uri=args.tracking_uri)
-    return _train_and_print(config, mlrun, args)
+    configs = run_configs_from_args(args)
+    resolved = [resolve_run(c) for c in configs]  # validate before anything is recorded
+    device = None
+    for r in resolved:
+        device = check_run(r)  # the device exists, the tensors fit: also before the run exists
+    k = population_size(args.population, device.type, len(configs))
+    if len(configs) == 1 or k == 1:
+        codes = []
+        for config, r in zip(configs, resolved):
+            tags = {**axes.run_tags(r.as_dict()), "git_sha": git_sha(), "role": "single"}
+            mlrun = Run(args.experiment, run_name=_name(args, r, tags, len(configs)), tags=tags, uri=args.tracking_uri)
+            codes.append(_train_and_print(config, mlrun, args))
+        return max(codes)
+    from uwbench.commands.train_population import train_populations
+
+    return train_populations(configs, resolved, k, args)
+
+
+def _name(args, resolved, tags, n: int) -> str:
+    """A run's MLflow name: --run-name, or model-writer-task-seed (with lr and clip when several runs)."""
+    if args.run_name and n == 1:
+        return args.run_name
+    tc = resolved.train
+    name = f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{tc.seed}"
+    if n > 1:
+        name += f"-lr{tc.lr:g}-clip{tc.clip:g}"
+        if args.run_name:
+            name = f"{args.run_name}-{name}"
+    return name
 
 
 def resume(args) -> int:

@@ -1,0 +1,374 @@
+"""A population: K runs of one shape trained in lockstep as one model, each member exactly its solo run.
+
+The runs of a sweep's cell share every shape (model, controller, task, T, D, L, H, W, batch, writer,
+updates) and differ in seed, learning rate and clip (``MEMBER_KEYS``). Trained together, every update is
+one forward of all members (``uwbench/models/stacked.py``: batched over the members on the torch path,
+one native node per member on the C++ path), one backward of their summed losses (the members share no
+parameter, so each member's gradient is its own loss's), then each member's own clip and optimiser step.
+
+What makes a member its solo run (``tests/test_population.py`` checks it in float64 on both paths):
+
+- its model is built after ``torch.manual_seed(seed)``, as the solo run's is, and it draws its training
+  and evaluation batches from its own generators, seeded as the solo run's;
+- its learning rate, clip and clip mode, its Adam state, its evaluations, best weights, test and
+  checkpoints are its own: each member is a ``loop._Trainer``, and everything but the update itself
+  runs through the trainer's own methods;
+- a member whose loss is not finite fails (recorded as a solo run that diverged) and the others go on;
+  a member pruned by its ``report`` callback (``Pruned``) stops, is recorded KILLED, and the others go on.
+
+**Time.** A member's ``seconds_per_100`` (and its CPU figures) is its share of the population's time:
+each update's time divided by the members it trained, summed over the member's updates. So a member of
+a population of K costs what K of them cost together, over K; the population's own seconds per 100
+population updates and its size are tags of every member's run (``population_seconds_per_100``,
+``population_size``). A run trained alone has no ``population`` tag; a report whose runs mix the two
+says so (``report/time.py``).
+
+**Resume.** Each member checkpoints as a solo run does. After a kill, members may stand at different
+updates (the kill fell between two members' checkpoint writes): the population starts from the member
+furthest behind, and a member further on waits, not training, until the population reaches its update,
+so no update is lost or repeated. ``uwbench train`` finds an interrupted population by its
+``population_key`` tag (the command's member settings), so the same command resumes it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+import torch
+
+from uwbench import env
+from uwbench.models.stacked import PopulationForward
+from uwbench.training import record
+from uwbench.training.checkpoint import Checkpoint
+from uwbench.training.config import ResolvedRun, resolve_run
+from uwbench.training.loop import (Diverged, Pruned, RunResult, _Trainer, check_run, clip_gradients,
+                                   resolve_threads, tf_variables)
+
+MEMBER_KEYS = ("seed", "lr", "clip", "clip_mode")  # the train settings a member may have of its own
+STACKED = "stacked"  # the path tag of a member trained through the batched torch forward
+
+
+class PopulationError(ValueError):
+    """The runs asked for cannot train as one population (they differ in a shape setting)."""
+
+
+def shape(resolved: ResolvedRun) -> Dict:
+    """The run config without the settings a member may have of its own: members share this whole dict."""
+    d = resolved.as_dict()
+    d["train"] = {k: v for k, v in d["train"].items() if k not in MEMBER_KEYS}
+    return d
+
+
+def _first_difference(a, b, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            found = _first_difference(x, y, f"{prefix}{key}.")
+            if found:
+                return found
+        elif x != y:
+            return f"{prefix}{key} ({x!r} against {y!r})"
+    return ""
+
+
+def check_shapes(resolved: Sequence[ResolvedRun]) -> None:
+    """All members share one shape: a ``PopulationError`` naming the first setting that differs."""
+    first = shape(resolved[0])
+    for i, r in enumerate(resolved[1:], start=1):
+        diff = _first_difference(first, shape(r))
+        if diff:
+            raise PopulationError(
+                f"members of a population must differ only in train.{{{', '.join(MEMBER_KEYS)}}}; member {i} "
+                f"differs from member 0 in {diff}: train them in separate populations (--population off)")
+
+
+def population_key(configs: Sequence[Mapping], experiment: str) -> str:
+    """The identity of a population's settings (the members' resolved configs in order, and the
+    experiment): the tag by which the same command finds the population again."""
+    text = json.dumps([resolve_run(c).as_dict() for c in configs] + [experiment], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class _Window:
+    """A member's share of the population's time in the current evaluation window: what the member's
+    ``_Trainer._evaluation`` closes, as it would close its own ``timing.UpdateTimer``'s window."""
+
+    seconds: float = 0.0
+    cpu: float = 0.0
+    model_cpu: float = 0.0
+    timed: int = 0
+    warmup_seconds: float = 0.0
+
+    def close_window(self, result, counters) -> float:
+        sec100 = self.seconds / self.timed * 100.0 if self.timed else self.warmup_seconds * 100.0
+        result.train_seconds += self.seconds
+        counters.timed_steps += self.timed
+        counters.timed_cpu += self.cpu
+        counters.timed_model_cpu += self.model_cpu
+        self.seconds = self.cpu = self.model_cpu = 0.0
+        self.timed = 0
+        return sec100
+
+
+@dataclass
+class _Member:
+    index: int
+    trainer: _Trainer
+    variables: Optional[list]
+    loss_sum: torch.Tensor  # the window's summed training loss (as the solo loop sums it)
+    grad_max: torch.Tensor  # the window's largest gradient before clipping
+    window: _Window = field(default_factory=_Window)
+    steps_in_window: int = 0
+    state: str = "training"  # training | finished | failed | pruned
+
+    @property
+    def start(self) -> int:
+        return self.trainer.start
+
+
+class Population:
+    """K members trained in lockstep (see the module docstring). Build it, then ``train()``: a list of the
+    members' ``RunResult`` in order. ``runs[i]`` is member i's open MLflow run (or None), ``reports[i]``
+    its pruning callback (or None)."""
+
+    def __init__(self, configs: Sequence[Mapping], runs: Optional[Sequence] = None,
+                 reports: Optional[Sequence[Optional[Callable[[int, float], None]]]] = None,
+                 checkpoint_dir: Optional[str] = None, system_metrics: Optional[bool] = None,
+                 tags: Optional[Mapping[str, str]] = None):
+        if not configs:
+            raise PopulationError("a population needs at least one member")
+        self.resolved = [resolve_run(c) for c in configs]
+        check_shapes(self.resolved)
+        k = len(configs)
+        self.runs = list(runs) if runs is not None else [None] * k
+        self.reports = list(reports) if reports is not None else [None] * k
+        if len(self.runs) != k or len(self.reports) != k:
+            raise PopulationError(f"one run and one report per member: `len(runs) == len(reports) == {k}` must hold, "
+                                  f"got {len(self.runs)} and {len(self.reports)}")
+        self.checkpoint_dir, self.system_metrics = checkpoint_dir, system_metrics
+        self.tags = dict(tags or {})
+        self.device = check_run(self.resolved[0])
+        for r in self.resolved[1:]:
+            check_run(r)
+        self.members: List[_Member] = []
+        self.results: List[Optional[RunResult]] = [None] * k
+        self.population_seconds = 0.0
+        self.population_updates = 0
+        self.bar = None
+
+    # set-up --------------------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        for i, (resolved, run) in enumerate(zip(self.resolved, self.runs)):
+            tc = resolved.train
+            ckpt = saved = None
+            if run is not None:
+                ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, self.checkpoint_dir)
+                saved = ckpt.load()
+                if env.system_metrics() if self.system_metrics is None else self.system_metrics:
+                    run.start_system_metrics()
+            trainer = _Trainer(resolved, self.device, run, self.reports[i], ckpt, saved)
+            if trainer.result.path != "native":
+                trainer.model._compiled_step = None  # the stacked forward maps the eager step (stacked.py)
+                trainer.result.path = STACKED + ("+cuda_graph" if trainer.forward is not trainer.model else "")
+            variables = tf_variables(trainer.model) if tc.clip_mode == "per_variable" else None
+            trainer.model.train()
+            self.members.append(_Member(i, trainer, variables, torch.zeros((), device=self.device),
+                                        torch.zeros((), device=self.device)))
+        paths = [m.trainer.result.path for m in self.members]
+        self.forward = PopulationForward([m.trainer.model for m in self.members], [p == "native" for p in paths],
+                                         cuda_graph=any(p.endswith("cuda_graph") for p in paths))
+
+    def _open(self) -> None:
+        k = len(self.members)
+        for m in self.members:
+            t = m.trainer
+            if t.run is not None:
+                record.open_run(t.run, t.resolved, t.result, t.saved, t.counters.resumes, self.device)
+                t.run.set_tags({"population_size": k, **self.tags})
+
+    # the loop ------------------------------------------------------------------------------------------
+
+    def train(self, progress: bool = True, progress_desc: Optional[str] = None) -> List[RunResult]:
+        threads = resolve_threads(self.resolved[0].train.threads, self.device)
+        previous = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        try:
+            try:
+                self._build()
+                self._open()
+            except BaseException as exc:
+                for run in self.runs:
+                    if run is not None:
+                        record.fail(run, exc)
+                raise
+            try:
+                self._train(progress, progress_desc)
+            except BaseException as exc:  # interrupted or crashed: every member's checkpoint stays
+                for m in self.members:
+                    if m.state == "training":
+                        self._end(m, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED",
+                                  f"{type(exc).__name__}: {exc}")
+                raise
+            finally:
+                if self.bar is not None:
+                    self.bar.close()
+        finally:
+            torch.set_num_threads(previous)
+        return [r for r in self.results]
+
+    def _train(self, progress: bool, progress_desc: Optional[str]) -> None:
+        steps = self.resolved[0].train.steps
+        for m in self.members:
+            if m.trainer.done:  # its last evaluation was checkpointed before the test: conclude it now
+                self._conclude(m)
+        training = [m for m in self.members if m.state == "training"]
+        if not training:
+            return
+        first = min(m.start for m in training)
+        if progress:
+            from tqdm.auto import tqdm
+
+            r0 = self.resolved[0]
+            self.bar = tqdm(total=steps, initial=first, unit="upd", dynamic_ncols=True, leave=True,
+                            desc=progress_desc or f"{r0.model_name}/{r0.task_name} x{len(self.members)}",
+                            mininterval=env.progress_interval())
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        for step in range(first + 1, steps + 1):
+            active = [m for m in self.members if m.state == "training" and m.start < step]
+            if not active:
+                break
+            self._update(step, active, first_update=step == first + 1, sync=sync)
+            if step % self.resolved[0].train.eval_every == 0 or step == steps:
+                self._evaluations(step, active)
+            if self.bar is not None:
+                self.bar.update(1)
+                self.bar.set_postfix(training=sum(m.state == "training" for m in self.members))
+        for m in self.members:  # early-stopped members ended at their own evaluation
+            if m.state == "training":
+                self._conclude(m)
+
+    def _update(self, step: int, active: List[_Member], first_update: bool, sync) -> None:
+        t0, c0 = time.perf_counter(), time.process_time()
+        batches = {}
+        for m in active:
+            t = m.trainer
+            batches[m.index] = t.task.sample(t.tc.batch_size, t.generators["train"]).to(self.device)
+        m0 = time.process_time()
+        outs = self.forward([m.index for m in active], batches)
+        losses = {}
+        for m in active:
+            loss = m.trainer.task.loss(outs[m.index], batches[m.index])
+            if self.device.type == "cpu" and not torch.isfinite(loss):
+                self._diverged(m, Diverged(f"loss became {float(loss.detach())} at update {step}"))
+                continue
+            losses[m.index] = loss
+        trained = [m for m in active if m.index in losses]
+        for m in trained:
+            m.trainer.optimizer.zero_grad(set_to_none=True)
+        if trained:
+            torch.stack([losses[m.index] for m in trained]).sum().backward()
+        m1 = time.process_time()
+        for m in trained:
+            t = m.trainer
+            if t.observer is not None:
+                t.observer(step, batches[m.index], losses[m.index])
+            size = clip_gradients(t.model.parameters(), t.tc.clip, t.tc.clip_mode, m.variables)
+            if size is not None:
+                torch.maximum(m.grad_max, size.detach().to(m.grad_max.dtype), out=m.grad_max)
+            t.optimizer.step()
+            m.loss_sum += losses[m.index].detach()
+            m.steps_in_window += 1
+        del outs, losses, batches
+        window_ends = step % self.resolved[0].train.eval_every == 0 or step == self.resolved[0].train.steps
+        if first_update or window_ends:
+            sync()
+        wall, cpu, model_cpu = time.perf_counter() - t0, time.process_time() - c0, m1 - m0
+        n = max(len(trained), 1)
+        self.population_seconds += wall if not first_update else 0.0
+        self.population_updates += 0 if first_update else 1
+        for m in trained:
+            w = m.window
+            if first_update:  # the warm-up of this process, timed apart as a solo run's first update
+                w.warmup_seconds = wall / n
+                if step == 1:
+                    m.trainer.result.first_update_seconds = wall / n
+                else:
+                    m.trainer.counters.resume_warmup_seconds += wall / n
+            else:
+                w.seconds += wall / n
+                w.cpu += cpu / n
+                w.model_cpu += model_cpu / n
+                w.timed += 1
+
+    def _evaluations(self, step: int, active: List[_Member]) -> None:
+        for m in active:
+            if m.state != "training" or not m.steps_in_window:
+                continue
+            mean_loss = float(m.loss_sum) / m.steps_in_window
+            grad = float(m.grad_max)
+            m.loss_sum.zero_()
+            m.grad_max.zero_()
+            m.steps_in_window = 0
+            if not math.isfinite(mean_loss):
+                self._diverged(m, Diverged(f"loss became {mean_loss} by update {step}"))
+                continue
+            try:
+                done = m.trainer._evaluation(step, mean_loss, m.window, grad)
+            except Pruned:
+                m.trainer.result.status = "pruned"
+                m.state = "pruned"
+                self._finish_tags(m)
+                record.finish(m.trainer.run, m.trainer.result, "KILLED")
+                if m.trainer.ckpt is not None:
+                    m.trainer.ckpt.discard()
+                self.results[m.index] = m.trainer.result
+                continue
+            if done:
+                self._conclude(m)
+
+    # ends ----------------------------------------------------------------------------------------------
+
+    def _finish_tags(self, m: _Member) -> None:
+        run = m.trainer.run
+        if run is not None and self.population_updates:
+            run.set_tags({"population_seconds_per_100": self.population_seconds / self.population_updates * 100.0})
+
+    def _conclude(self, m: _Member) -> None:
+        self._finish_tags(m)
+        self.results[m.index] = m.trainer._conclude()
+        m.state = "finished"
+
+    def _diverged(self, m: _Member, exc: Diverged) -> None:
+        t = m.trainer
+        t.result.error = f"diverged: {exc}. Try a lower lr (now {t.tc.lr}) or a tighter clip (now {t.tc.clip})."
+        self._finish_tags(m)
+        record.finish(t.run, t.result, "FAILED")
+        if t.ckpt is not None:
+            t.ckpt.discard()
+        m.state = "failed"
+        self.results[m.index] = t.result
+
+    def _end(self, m: _Member, status: str, error: str) -> None:
+        t = m.trainer
+        t.result.error = error
+        record.finish(t.run, t.result, status)
+        m.state = "failed"
+        self.results[m.index] = t.result
+
+
+def train_population(configs: Sequence[Mapping], runs: Optional[Sequence] = None,
+                     reports: Optional[Sequence] = None, progress: bool = True,
+                     progress_desc: Optional[str] = None, checkpoint_dir: Optional[str] = None,
+                     system_metrics: Optional[bool] = None, tags: Optional[Mapping[str, str]] = None
+                     ) -> List[RunResult]:
+    """Train ``configs`` (nested run configs of one shape) as one population: each member's ``RunResult``
+    in order, each as its solo ``loop.train`` would return it (``status`` finished, failed or pruned; a
+    pruned member does not raise). ``runs``: an open MLflow run per member (or None); they are ended here."""
+    return Population(configs, runs, reports, checkpoint_dir, system_metrics, tags).train(progress, progress_desc)
