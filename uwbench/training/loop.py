@@ -25,7 +25,12 @@ thread, many times slower (measured in benchmarks/README.md, "Trainer overhead",
 count is restored after the run.
 
 A non-finite loss stops the run, marks it failed with the step it happened at, and keeps what was
-recorded. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it. A pruned or
+recorded; so does a window whose mean training loss is above ``DIVERGED_FACTOR`` times the loss of the
+run's first update (the untrained model's): a step size that throws the weights far off (``lr 1e10``)
+gives finite losses many times the guessing level and zero gradients, which would otherwise end as a
+finished run. (In the committed reports' 590 runs no window's mean loss exceeds 1.31x its run's first
+window's.) A fault of the machine around the run (a full disk, a tracking store that stopped answering,
+``errors.fault``) ends it KILLED with status ``interrupted``, never as its result. ``report(step, value)`` lets a sweep prune a run; it raises ``Pruned`` to stop it. A pruned or
 diverged run's checkpoint is deleted; an interrupted or crashed one's is kept, to resume from.
 """
 from __future__ import annotations
@@ -47,6 +52,7 @@ from uwbench.training.config import ResolvedRun, resolve_run
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}
 EVAL_SEED_OFFSET = 1_000_003  # evaluation batches come from their own stream, never the training one
+DIVERGED_FACTOR = 4.0  # a window's mean training loss above this times the first update's: diverged
 
 
 class Pruned(Exception):
@@ -295,6 +301,18 @@ class _Counters:
     resumes: int = 0
     resume_warmup_seconds: float = 0.0  # the first update after each resume (timed apart, like the first)
     checkpoint_seconds: float = 0.0
+    first_loss: Optional[float] = None  # the loss of the run's first update (the untrained model's)
+
+
+def check_loss(mean_loss: float, step: int, counters: "_Counters") -> None:
+    """Raise ``Diverged`` when a window's mean training loss is not finite, or above ``DIVERGED_FACTOR``
+    times the run's first update's loss."""
+    if not math.isfinite(mean_loss):
+        raise Diverged(f"loss became {mean_loss} by update {step}")
+    first = counters.first_loss
+    if first is not None and first > 0 and mean_loss > DIVERGED_FACTOR * first:
+        raise Diverged(f"the training loss rose to {mean_loss:.4g} by update {step}, more than {DIVERGED_FACTOR:g}x "
+                       f"its first update's {first:.4g}")
 
 
 # RunResult fields a checkpoint carries (the rest is recomputed at the end)
@@ -381,8 +399,7 @@ class _Trainer:
                 ckpt.discard()
             return result
         except BaseException as exc:  # interrupted or crashed: the checkpoint stays, to resume from
-            result.error = f"{type(exc).__name__}: {exc}"
-            record.finish(run, result, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED")
+            end_interrupted(run, result, exc)
             raise
         finally:
             if self.bar is not None:
@@ -406,6 +423,8 @@ class _Trainer:
             loss = task.loss(out, batch)
             if device.type == "cpu" and not torch.isfinite(loss):
                 raise Diverged(f"loss became {float(loss.detach())} at update {step}")
+            if step == 1:
+                self.counters.first_loss = float(loss.detach())
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             timer.model_end()
@@ -424,8 +443,7 @@ class _Trainer:
             timer.stop(step, evaluating, self.result, self.counters)
             if evaluating:
                 mean_loss = float(loss_sum) / window_steps
-                if not math.isfinite(mean_loss):
-                    raise Diverged(f"loss became {mean_loss} by update {step}")
+                check_loss(mean_loss, step, self.counters)
                 grad_size = float(grad_max)
                 loss_sum.zero_()
                 grad_max.zero_()
@@ -489,6 +507,19 @@ class _Trainer:
         if self.ckpt is not None:
             self.ckpt.finish(self.best_state)
         return result
+
+
+def end_interrupted(run, result: RunResult, exc: BaseException) -> None:
+    """End a run that an exception stopped mid-training (its checkpoint stays): a fault of the machine
+    (``errors.fault``) or an interruption as KILLED, with status ``interrupted`` for a fault; anything
+    else as FAILED."""
+    from uwbench import errors
+
+    fault = errors.fault(exc) if isinstance(exc, Exception) else None
+    result.error = fault or f"{type(exc).__name__}: {exc}"
+    if fault:
+        result.status = "interrupted"
+    record.finish(run, result, "KILLED" if fault or isinstance(exc, KeyboardInterrupt) else "FAILED")
 
 
 def load_checkpoint(path: str) -> Dict[str, torch.Tensor]:

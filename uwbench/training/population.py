@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -45,8 +44,8 @@ from uwbench.models.stacked import PopulationForward
 from uwbench.training import record
 from uwbench.training.checkpoint import Checkpoint
 from uwbench.training.config import ResolvedRun, resolve_run
-from uwbench.training.loop import (Diverged, Pruned, RunResult, _Trainer, check_run, clip_gradients,
-                                   resolve_threads, tf_variables)
+from uwbench.training.loop import (Diverged, Pruned, RunResult, _Trainer, check_loss, check_run, clip_gradients,
+                                   end_interrupted, resolve_threads, tf_variables)
 
 MEMBER_KEYS = ("seed", "lr", "clip", "clip_mode")  # the train settings a member may have of its own
 STACKED = "stacked"  # the path tag of a member trained through the batched torch forward
@@ -213,8 +212,7 @@ class Population:
             except BaseException as exc:  # interrupted or crashed: every member's checkpoint stays
                 for m in self.members:
                     if m.state == "training":
-                        self._end(m, "FAILED" if not isinstance(exc, KeyboardInterrupt) else "KILLED",
-                                  f"{type(exc).__name__}: {exc}")
+                        self._end(m, exc)
                 raise
             finally:
                 if self.bar is not None:
@@ -268,6 +266,8 @@ class Population:
             if self.device.type == "cpu" and not torch.isfinite(loss):
                 self._diverged(m, Diverged(f"loss became {float(loss.detach())} at update {step}"))
                 continue
+            if step == 1:
+                m.trainer.counters.first_loss = float(loss.detach())
             losses[m.index] = loss
         trained = [m for m in active if m.index in losses]
         for m in trained:
@@ -316,8 +316,10 @@ class Population:
             m.loss_sum.zero_()
             m.grad_max.zero_()
             m.steps_in_window = 0
-            if not math.isfinite(mean_loss):
-                self._diverged(m, Diverged(f"loss became {mean_loss} by update {step}"))
+            try:
+                check_loss(mean_loss, step, m.trainer.counters)
+            except Diverged as exc:
+                self._diverged(m, exc)
                 continue
             try:
                 done = m.trainer._evaluation(step, mean_loss, m.window, grad)
@@ -355,10 +357,9 @@ class Population:
         m.state = "failed"
         self.results[m.index] = t.result
 
-    def _end(self, m: _Member, status: str, error: str) -> None:
+    def _end(self, m: _Member, exc: BaseException) -> None:
         t = m.trainer
-        t.result.error = error
-        record.finish(t.run, t.result, status)
+        end_interrupted(t.run, t.result, exc)
         m.state = "failed"
         self.results[m.index] = t.result
 
