@@ -130,8 +130,23 @@ def _gpu(g: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _population(p: Dict[str, Any]) -> List[str]:
+    c = p["config"]
+    lines = ["", f"Populations on {c['device']} (copy T={c['seq_len']}, H={c['hidden']}, D={c['memory_size']}, "
+                 f"W={c['word_size']}, batch {c['batch']}; {c['updates_per_run']} timed updates per run, medians of "
+                 f"{c['rounds']} rounds): a member's time per update against the solo run's of the same round",
+             "", "| writer | path | K | member ms/update | member-updates/s | x solo |", "|---|---|---:|---:|---:|---:|"]
+    for writer, w in p["writers"].items():
+        solo = w["solo"]
+        lines.append(f"| {writer} | solo | 1 | {solo['member_s_per_update'] * 1e3:.1f} | {solo['updates_per_s']:g} | 1 |")
+        for row in w["populations"]:
+            lines.append(f"| {writer} | {w['path']} | {row['k']} | {row['member_s_per_update'] * 1e3:.1f} | "
+                         f"{row['member_updates_per_s']:g} | {row['ratio']:g} |")
+    return lines
+
+
 RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "endtoend": _end_to_end,
-             "scaling": _scaling, "gpu": _gpu}
+             "scaling": _scaling, "population": _population, "gpu": _gpu}
 
 
 def _flags(machine: Dict[str, Any]) -> str:

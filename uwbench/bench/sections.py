@@ -5,6 +5,7 @@
     trainer    the trainer's overhead over the model's own forward + backward
     endtoend   the default `uwbench train` against the eager path, both as subprocesses started together
     scaling    time and peak memory against D and T (one subprocess per point)
+    population member-updates per second against the population size K, the solo run beside (population.py)
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCO
                                      PYPI_DNC_VERSION, QUICK, Workload, make_batch, make_task, memory_values,
                                      nn_lstm_workload, pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
 
-SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling", "gpu")  # gpu: skipped without CUDA
+SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling", "population", "gpu")  # gpu: skipped without CUDA
 # Scaling grids: memory slots D and input lengths T.
 SCALING = {
     "default": {"memory_sizes": (4, 16, 64), "seq_lens": (50, 100, 200)},
@@ -343,6 +344,10 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
         if "scaling" in sections:
             result["sections"]["scaling"] = scaling(cfg, SCALING[mode], 5 if mode == "full" else 3,
                                                     compile and mode == "full", log)
+        if "population" in sections:
+            from uwbench.bench.population import population
+
+            result["sections"]["population"] = population(cfg, mode, 2 if mode == "quick" else 3, log)
         if "gpu" in sections:
             from uwbench.bench.gpu import gpu
 

@@ -13,6 +13,8 @@
                       train.compile=auto)
     trainer_overhead  the trainer adds less than 10% to the model's forward + backward
     peak_memory       at N = 256 slots, peak memory at most half of PyPI dnc's
+    population_cpu    on a CPU, a member of a population of 8 costs at most 1.0x the solo native run per
+                      update (``bench/population.py``)
 
 Each evaluated target is a dict: id, target (text), measured, unit (``x``, ``fraction`` or ``text``),
 met, using (what was compared).
@@ -127,4 +129,8 @@ def summarize(result: Dict[str, Any]) -> List[Dict[str, Any]]:
                                   + ("" if d == 256 else " (the target is at N=256: --full)"),
                         "measured": round(ratio, 2), "unit": "x", "met": ratio <= PEAK_MEMORY_VS_PYPI,
                         "using": f"{ours[d]['peak_rss_growth_mb']:.0f} MB vs {pypi[d]['peak_rss_growth_mb']:.0f} MB"})
+    if "population" in sec:
+        from uwbench.bench.population import population_targets
+
+        out += population_targets(sec["population"])
     return out

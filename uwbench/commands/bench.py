@@ -66,7 +66,12 @@ def run(args) -> int:
     result = run_benchmarks(mode, args.sections, compile=args.compile, repeats=args.repeats, log=log)
     print(format_tables(result))
     if not args.no_write:
-        print(f"\nwrote {write_result(result, args.out, args.name)}")
+        path = write_result(result, args.out, args.name)
+        print(f"\nwrote {path}")
+        if "population" in result["sections"]:
+            from uwbench.bench.population import figure
+
+            print(f"wrote {figure(result['sections']['population'], os.path.splitext(path)[0] + '-population.png')}")
         if os.path.abspath(args.out) == os.path.abspath(DEFAULT_OUT):
             _refresh_docs()
     return 0
