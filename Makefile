@@ -20,7 +20,7 @@ TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, len(os.sched_getaffi
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-slow test-gpu lint bench paper-cpu paper50 mlflow-ui dashboard clean
+.PHONY: install demo test test-slow test-gpu gpu-check lint bench paper-cpu paper50 mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -38,6 +38,12 @@ test-slow: install
 
 test-gpu: install
 	$(PY) -m pytest -q -m "gpu"
+
+# On a CUDA machine, one call of at most about 8 minutes: the gpu tests, the population bench, a 3-member
+# population run; what it leaves is in $(GPU_CHECK_OUT) (benchmarks/gpu_check.sh)
+GPU_CHECK_OUT ?= runs/gpu-check
+gpu-check: install
+	GPU_CHECK_OUT=$(GPU_CHECK_OUT) PY=$(PY) sh benchmarks/gpu_check.sh
 
 lint: install
 	$(PY) -m compileall -q uwbench tests benchmarks && $(PY) -m uwbench validate studies/*.yaml

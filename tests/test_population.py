@@ -22,7 +22,7 @@ import torch
 from uwbench import metrics
 from uwbench.tasks import base
 from uwbench.training.config import resolve_run
-from uwbench.training.loop import _Trainer
+from uwbench.training.loop import _Trainer, check_run
 from uwbench.training.population import Population, PopulationError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +60,7 @@ def config(seed, lr, clip, mode="per_tensor", native=True, writer="regular", ste
 def solo(cfg):
     """The solo run, through the same trainer class ``loop.train`` uses; returns (result, model)."""
     resolved = resolve_run(cfg)
-    trainer = _Trainer(resolved, torch.device("cpu"), None, None, None, None)
+    trainer = _Trainer(resolved, check_run(resolved), None, None, None, None)
     return trainer.train(False, None), trainer.model
 
 
@@ -238,3 +238,31 @@ def _points(cwd) -> int:
         return sum(len(c.get_metric_history(r.info.run_id, "eval_accuracy")) for r in runs_of(cwd))
     except Exception:  # noqa: BLE001 - the store or the experiment does not exist yet
         return 0
+
+
+# CUDA (marked gpu: `make test-gpu`, `make gpu-check`) ------------------------------------------------------
+
+def cuda_config(seed, lr, cuda_graph):
+    c = config(seed, lr, 10)
+    c["train"].update(device="cuda", native=False, cuda_graph=cuda_graph)
+    return c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_cuda_members_are_close_to_their_solo_runs(cuda_graph):
+    """On CUDA the members' forward is one stacked group (captured as CUDA graphs with cuda_graph): over 20
+    updates in float32 each member's curve and test value stay within 1e-3 of its solo run's on the same
+    GPU and path."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    cfgs = [cuda_config(s, lr, cuda_graph) for s, lr in ((0, 1e-3), (1, 3e-3), (2, 1e-2))]
+    pop = Population(cfgs)
+    results = pop.train(progress=False)
+    assert {r.path for r in results} == {"stacked+cuda_graph" if cuda_graph else "stacked"}
+    assert len(pop.forward.groups([0, 1, 2], 6)) == 1  # one batched forward for the three
+    for r, c in zip(results, cfgs):
+        ref, _ = solo(c)
+        for key in ("train_loss", "eval_accuracy"):
+            assert max(abs(x - y) for x, y in zip(r.history[key], ref.history[key])) <= 1e-3, key
+        assert abs(r.test - ref.test) <= 1e-3
