@@ -162,6 +162,7 @@ TRAIN = ["train", "--task", "copy", "--model", "dnc", "--seq-len", "6", "--hidde
 
 def uwbench(args, cwd, **kw):
     env = {**os.environ, "PYTHONPATH": ROOT, "UWBENCH_SYSTEM_METRICS": "0", "UWBENCH_RUNS_DIR": f"{cwd}/runs"}
+    args = [*args, "--tracking-uri", f"sqlite:///{cwd}/runs/mlflow.db"]
     return subprocess.run([sys.executable, "-m", "uwbench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           **kw)
 
@@ -202,7 +203,8 @@ def test_a_population_records_what_solo_runs_record(tmp_path):
 def test_a_killed_population_resumes_with_the_same_command(tmp_path):
     args = [*TRAIN, "--steps", "400", "--seed", "0", "1", "2", "--population", "3"]
     env = {**os.environ, "PYTHONPATH": ROOT, "UWBENCH_SYSTEM_METRICS": "0", "UWBENCH_RUNS_DIR": f"{tmp_path}/runs"}
-    proc = subprocess.Popen([sys.executable, "-m", "uwbench", *args], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "uwbench", *args, "--tracking-uri",
+                             f"sqlite:///{tmp_path}/runs/mlflow.db"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpts = tmp_path / "runs" / "checkpoints"
     deadline = time.monotonic() + 240

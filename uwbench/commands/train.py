@@ -152,30 +152,17 @@ def run(args) -> int:
     device = None
     for r in resolved:
         device = check_run(r)  # the device exists, the tensors fit: also before the run exists
+    from uwbench.commands.train_population import run_name, train_populations
+
     k = population_size(args.population, device.type, len(configs))
     if len(configs) == 1 or k == 1:
         codes = []
         for config, r in zip(configs, resolved):
             tags = {**axes.run_tags(r.as_dict()), "git_sha": git_sha(), "role": "single"}
-            mlrun = Run(args.experiment, run_name=_name(args, r, tags, len(configs)), tags=tags, uri=args.tracking_uri)
+            mlrun = Run(args.experiment, run_name=run_name(args, r, tags, len(configs)), tags=tags, uri=args.tracking_uri)
             codes.append(_train_and_print(config, mlrun, args))
         return max(codes)
-    from uwbench.commands.train_population import train_populations
-
     return train_populations(configs, resolved, k, args)
-
-
-def _name(args, resolved, tags, n: int) -> str:
-    """A run's MLflow name: --run-name, or model-writer-task-seed (with lr and clip when several runs)."""
-    if args.run_name and n == 1:
-        return args.run_name
-    tc = resolved.train
-    name = f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{tc.seed}"
-    if n > 1:
-        name += f"-lr{tc.lr:g}-clip{tc.clip:g}"
-        if args.run_name:
-            name = f"{args.run_name}-{name}"
-    return name
 
 
 def resume(args) -> int:

@@ -26,7 +26,6 @@ def train_populations(configs: List[dict], resolved: list, k: int, args) -> int:
 
 def _one(configs: List[dict], resolved: list, args, total: int) -> int:
     from uwbench import axes
-    from uwbench.commands.train import _name
     from uwbench.tracking.mlflow import Run, git_sha
     from uwbench.tracking.ui import link_line
     from uwbench.training.population import population_key, train_population
@@ -45,7 +44,7 @@ def _one(configs: List[dict], resolved: list, args, total: int) -> int:
             tags = {**axes.run_tags(r.as_dict()), "git_sha": git_sha(), "role": "single",
                     "population": pid, "population_key": key, "population_member": i,
                     "population_size": len(configs)}
-            runs.append(Run(args.experiment, run_name=_name(args, r, tags, total), tags=tags, uri=args.tracking_uri))
+            runs.append(Run(args.experiment, run_name=run_name(args, r, tags, total), tags=tags, uri=args.tracking_uri))
     todo = [i for i, run in enumerate(runs) if run is not None]
     if found:
         print(f"resuming population {pid}: {len(todo)} of {len(configs)} members unfinished")
@@ -78,6 +77,19 @@ def _one(configs: List[dict], resolved: list, args, total: int) -> int:
     if todo:
         print(link_line(args.experiment, runs[todo[0]].experiment_id, args.tracking_uri))
     return 1 if failed else 0
+
+
+def run_name(args, resolved, tags, n: int) -> str:
+    """A run's MLflow name: --run-name, or model-writer-task-seed (with lr and clip when several runs)."""
+    if args.run_name and n == 1:
+        return args.run_name
+    tc = resolved.train
+    name = f"{resolved.model_name}-{tags['writer']}-{resolved.task_name}-s{tc.seed}"
+    if n > 1:
+        name += f"-lr{tc.lr:g}-clip{tc.clip:g}"
+        if args.run_name:
+            name = f"{args.run_name}-{name}"
+    return name
 
 
 def _unfinished(key: str, size: int, args):

@@ -154,7 +154,7 @@ def claim_summary(folder: str) -> str:
 def check_index(root: str) -> str:
     """The path of ``<root>/README.md`` when the index may be written there: a README.md that is not a reports
     index (uwbench did not write it) is refused (ValueError), never replaced."""
-    from uwbench.report import _generated
+    from uwbench.report.guard import generated as _generated
 
     path = os.path.join(root, "README.md")
     if os.path.exists(path) and not _generated(path):

@@ -253,7 +253,7 @@ def _figures_shown(folder: str) -> List[str]:
     so removable when this build no longer draws them; none for a README uwbench did not write."""
     import re
 
-    from uwbench.report import GENERATED_MARKER
+    from uwbench.report.guard import GENERATED_MARKER
 
     try:
         with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
