@@ -93,7 +93,8 @@ def group_members(models: Sequence[nn.Module], members: Sequence[int], native: S
 
 class PopulationForward:
     """The population's training forward: ``outputs = forward(members, batches)`` with ``batches`` a dict
-    member index -> its batch (``inputs``, ``decoder_inputs``), returning member index -> output. Groups
+    member index -> its batch (``inputs``, ``decoder_inputs``), returning member index -> output; or group
+    by group, ``forward.run(group, batches)`` for each of ``forward.groups(members, encoder_steps)``. Groups
     (``group_members``) are built once per set of members and reused; a member that stops leaves its group,
     which is rebuilt without it at the next call."""
 
@@ -121,17 +122,19 @@ class PopulationForward:
             self._groups[group] = runner
         return runner
 
+    def run(self, group: Tuple[int, ...], batches) -> Dict[int, torch.Tensor]:
+        """The forward of one group (from ``groups``): member index -> its output."""
+        if len(group) == 1:  # a member alone (native, or its own schedule): its own forward
+            i = group[0]
+            return {i: self.models[i](batches[i].inputs, batches[i].decoder_inputs, batches[i].lengths)}
+        inputs = torch.stack([batches[i].inputs for i in group])
+        decoder_inputs = torch.stack([batches[i].decoder_inputs for i in group])
+        stacked = self._runner(group)(inputs, decoder_inputs)
+        return {i: stacked[k] for k, i in enumerate(group)}
+
     def __call__(self, members: Sequence[int], batches) -> Dict[int, torch.Tensor]:
+        """Every group's forward: member index -> its output."""
         out: Dict[int, torch.Tensor] = {}
-        first = batches[members[0]]
-        for group in self.groups(members, int(first.inputs.shape[1])):
-            if len(group) == 1:  # a member alone (native, or its own schedule): its own forward
-                i = group[0]
-                out[i] = self.models[i](batches[i].inputs, batches[i].decoder_inputs, batches[i].lengths)
-                continue
-            inputs = torch.stack([batches[i].inputs for i in group])
-            decoder_inputs = torch.stack([batches[i].decoder_inputs for i in group])
-            stacked = self._runner(group)(inputs, decoder_inputs)
-            for k, i in enumerate(group):
-                out[i] = stacked[k]
+        for group in self.groups(members, int(batches[members[0]].inputs.shape[1])):
+            out.update(self.run(group, batches))
         return out

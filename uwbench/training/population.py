@@ -1,10 +1,11 @@
 """A population: K runs of one shape trained in lockstep as one model, each member exactly its solo run.
 
 The runs of a sweep's cell share every shape (model, controller, task, T, D, L, H, W, batch, writer,
-updates) and differ in seed, learning rate and clip (``MEMBER_KEYS``). Trained together, every update is
-one forward of all members (``uwbench/models/stacked.py``: batched over the members on the torch path,
-one native node per member on the C++ path), one backward of their summed losses (the members share no
-parameter, so each member's gradient is its own loss's), then each member's own clip and optimiser step.
+updates) and differ in seed, learning rate and clip (``MEMBER_KEYS``). Trained together, every update runs
+group by group (``uwbench/models/stacked.py``: on the torch path the members with one write schedule,
+batched; on the C++ path one member, its own native node): the group's forward, one backward of its
+members' summed losses (they share no parameter, so each member's gradient is its own loss's), then each
+member's own clip and optimiser step. One group's graph is alive at a time, as a solo run's is.
 
 What makes a member its solo run (``tests/test_population.py`` checks it in float64 on both paths):
 
@@ -253,43 +254,56 @@ class Population:
                 self._conclude(m)
 
     def _update(self, step: int, active: List[_Member], first_update: bool, sync) -> None:
+        """One update of every active member, group by group (``stacked.group_members``): the group's
+        batches, its forward, its members' losses, one backward of their sum, then each member's clip and
+        step. A group at a time keeps one group's graph alive, as a solo run keeps its own: on the native
+        path (a member per group) a member's working set is its solo run's."""
         t0, c0 = time.perf_counter(), time.process_time()
-        batches = {}
-        for m in active:
-            t = m.trainer
-            batches[m.index] = t.task.sample(t.tc.batch_size, t.generators["train"]).to(self.device)
-        m0 = time.process_time()
-        outs = self.forward([m.index for m in active], batches)
-        losses = {}
-        for m in active:
-            loss = m.trainer.task.loss(outs[m.index], batches[m.index])
-            if self.device.type == "cpu" and not torch.isfinite(loss):
-                self._diverged(m, Diverged(f"loss became {float(loss.detach())} at update {step}"))
-                continue
-            if step == 1:
-                m.trainer.counters.first_loss = float(loss.detach())
-            losses[m.index] = loss
-        trained = [m for m in active if m.index in losses]
-        for m in trained:
-            m.trainer.optimizer.zero_grad(set_to_none=True)
-        if trained:
-            torch.stack([losses[m.index] for m in trained]).sum().backward()
-        m1 = time.process_time()
-        for m in trained:
-            t = m.trainer
-            if t.observer is not None:
-                t.observer(step, batches[m.index], losses[m.index])
-            size = clip_gradients(t.model.parameters(), t.tc.clip, t.tc.clip_mode, m.variables)
-            if size is not None:
-                torch.maximum(m.grad_max, size.detach().to(m.grad_max.dtype), out=m.grad_max)
-            t.optimizer.step()
-            m.loss_sum += losses[m.index].detach()
-            m.steps_in_window += 1
-        del outs, losses, batches
+        model_cpu = 0.0
+        by_index = {m.index: m for m in active}
+        first = active[0].trainer
+        batches = {active[0].index: first.task.sample(first.tc.batch_size, first.generators["train"]).to(self.device)}
+        trained: List[_Member] = []
+        for group in self.forward.groups(list(by_index), int(batches[active[0].index].inputs.shape[1])):
+            for i in group:
+                if i not in batches:
+                    t = by_index[i].trainer
+                    batches[i] = t.task.sample(t.tc.batch_size, t.generators["train"]).to(self.device)
+            m0 = time.process_time()
+            outs = self.forward.run(group, batches)
+            losses = {}
+            for i in group:
+                m = by_index[i]
+                loss = m.trainer.task.loss(outs[i], batches[i])
+                if self.device.type == "cpu" and not torch.isfinite(loss):
+                    self._diverged(m, Diverged(f"loss became {float(loss.detach())} at update {step}"))
+                    continue
+                if step == 1:
+                    m.trainer.counters.first_loss = float(loss.detach())
+                losses[i] = loss
+                m.trainer.optimizer.zero_grad(set_to_none=True)
+            if losses:
+                torch.stack(list(losses.values())).sum().backward()
+            model_cpu += time.process_time() - m0
+            for i, loss in losses.items():
+                m = by_index[i]
+                t = m.trainer
+                if t.observer is not None:
+                    t.observer(step, batches[i], loss)
+                size = clip_gradients(t.model.parameters(), t.tc.clip, t.tc.clip_mode, m.variables)
+                if size is not None:
+                    torch.maximum(m.grad_max, size.detach().to(m.grad_max.dtype), out=m.grad_max)
+                t.optimizer.step()
+                m.loss_sum += loss.detach()
+                m.steps_in_window += 1
+                trained.append(m)
+            del outs, losses
+            for i in group:
+                batches.pop(i, None)
         window_ends = step % self.resolved[0].train.eval_every == 0 or step == self.resolved[0].train.steps
         if first_update or window_ends:
             sync()
-        wall, cpu, model_cpu = time.perf_counter() - t0, time.process_time() - c0, m1 - m0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         n = max(len(trained), 1)
         self.population_seconds += wall if not first_update else 0.0
         self.population_updates += 0 if first_update else 1
