@@ -45,6 +45,10 @@ def add_arguments(p) -> None:
     p.add_argument("--cells", action="append", metavar="PATTERN",
                    help="run only the cells whose id matches this glob, e.g. 'dnc-uniform-*' (repeatable); the runs "
                         "are the study's own, and its report names the cells not run yet")
+    p.add_argument("--population", metavar="auto|off|K",
+                   help="optuna: how a cell's final runs train: together as populations of up to K members (one "
+                        "batched model, each member its solo run), auto as many as pay on the device (8 on a CPU, "
+                        "256 on a GPU), off each alone (default: the study's `population`, else auto)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 
@@ -62,8 +66,9 @@ def _sweep(args) -> int:
     from uwbench.spec import load_plan
     from uwbench.sweeps.common import SweepError
     from uwbench.sweeps.driver import sweep
-    from uwbench.sweeps.planning import Options
+    from uwbench.sweeps.planning import Options, parse_population
 
+    population = parse_population(args.population)  # refused before anything is recorded
     plan = load_plan(args.study, args.profile, overrides=overrides(args.assignments), cells=args.cells)
     if plan.skipped_cells:
         print(f"--cells: {len(plan.cells)} of {len(plan.cells) + len(plan.skipped_cells)} cells "
@@ -75,7 +80,7 @@ def _sweep(args) -> int:
                       gpus_per_trial=args.gpus_per_trial, checkpoint_dir=args.checkpoint_dir,
                       heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period,
                       max_retries=args.max_retries,
-                      system_metrics=not args.no_system_metrics)
+                      system_metrics=not args.no_system_metrics, population=population)
     return sweep(plan, args.backend, uri=args.tracking_uri, experiment=args.experiment, progress=not args.no_progress,
                  options=options)
 

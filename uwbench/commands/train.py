@@ -10,10 +10,7 @@ from __future__ import annotations
 
 HELP = "train one model on one task (or a population: several seeds, lrs, clips) and record it in MLflow"
 
-# members per population with --population auto: on a GPU a population is one batched forward per
-# write schedule (benchmarks/results/*-population.json); on the CPU each member runs its own native node
-# and the saving is the trainer's per-update work, which flattens out by 8 members
-AUTO_SIZE = {"cuda": 256, "cpu": 8}
+from uwbench.training.sizes import AUTO_SIZE  # noqa: E402 - members per population with --population auto
 MULTI = ("seed", "lr", "clip")  # the flags that take several values
 
 # CLI flag -> (run-config section, key). Flags left unset keep the component's own default.

@@ -446,7 +446,8 @@ def _plan(spec: StudySpec, profile: str, prof: Profile, path: str, cells, search
     plan = Plan(spec=spec, profile=profile, path=path, cells=cells, mode=spec.mode, seeds=seeds,
                 final_seeds=final_seeds, search=search, objective=spec.objectives[0], budget=prof.budget or spec.budget,
                 pruning=prof.pruning or spec.pruning, spec_hash="", waits_for=waits, objectives=spec.objectives,
-                overrides=overrides or {}, cell_seeds=_cell_seeds(prof, profile, cells, fail))
+                overrides=overrides or {}, cell_seeds=_cell_seeds(prof, profile, cells, fail),
+                population=prof.population if prof.population is not None else spec.population)
     plan.spec_hash = plan_hash(plan)
     return plan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from uwbench.spec.schema import Budget, Objective, Pruning, StudySpec
 
@@ -48,6 +48,9 @@ class Plan:
     overrides: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # ``--set``: {section: {key: value}}
     skipped_cells: List[str] = field(default_factory=list)  # cells of the study left out by ``--cells``
     cell_seeds: Dict[str, List[int]] = field(default_factory=dict)  # cell id -> its seeds, where not ``seeds``
+    # the study's (or profile's) ``population``: auto, off, a number of members, or None (not given); how a sweep
+    # trains, so not in ``spec_hash``
+    population: Optional[Union[str, int]] = None
 
     def __post_init__(self):
         if not self.objectives:

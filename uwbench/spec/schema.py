@@ -196,6 +196,20 @@ class Paper(Strict):
     notes: str = ""
 
 
+PopulationSetting = Optional[Union[Literal["auto", "off"], StrictInt]]
+
+
+def check_population(value: Any) -> Any:
+    """A ``population`` setting: ``auto``, ``off`` (YAML reads a bare ``off`` as false, taken as ``off``) or a
+    number of members >= 1; None where not given."""
+    if value is False:
+        return "off"
+    if value is None or value in ("auto", "off") or (isinstance(value, int) and not isinstance(value, bool)
+                                                      and value >= 1):
+        return value
+    raise ValueError(f"`population` must be auto, off or a number of members >= 1, got {value!r}")
+
+
 class Profile(Strict):
     """An overlay on the study: sizes, budget and seeds for a machine or a test."""
 
@@ -219,6 +233,13 @@ class Profile(Strict):
     # this profile's cell id -> the paper cell (a key of ``paper.values``) it stands in for, when the
     # profile renames cells (e.g. T=30 standing for the paper's T=50); the report puts that value beside it
     paper_cells: Dict[str, str] = {}
+    # how a sweep trains the final runs of a cell (the study's ``population``, replaced): not what runs
+    population: PopulationSetting = None
+
+    @field_validator("population", mode="before")
+    @classmethod
+    def _population(cls, value):
+        return check_population(value)
 
 
 class OtherRunSet(Strict):
@@ -254,6 +275,15 @@ class StudySpec(Strict):
     notes: str = ""
     deviations: List[str] = []  # this study's departures from the paper (listed in studies/README.md)
     protocols: Optional[Protocols] = None  # earlier run sets under other protocols, shown beside this one
+    # how a sweep trains a cell's final runs: together as populations of up to this many members (auto: as
+    # many as pay on the device, ``sweeps/planning.population_limit``) or each alone (off). How to train,
+    # not what: left out of the spec hash, and `uwbench sweep --population` overrides it
+    population: PopulationSetting = None
+
+    @field_validator("population", mode="before")
+    @classmethod
+    def _population(cls, value):
+        return check_population(value)
 
     @model_validator(mode="after")
     def _check(self):

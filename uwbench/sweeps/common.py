@@ -166,7 +166,6 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     from its checkpoint), train, and always end the run (FINISHED, FAILED, or KILLED when pruned or
     interrupted). ``on_run(run_id)`` is called once the run exists (before any training), so a backend
     can remember it for recovery. ``detached`` (an Event): set, the run is no longer written."""
-    from uwbench.tracking.mlflow import Run
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import Pruned, train
 
@@ -175,12 +174,7 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     run = None
     try:
         resolved = resolve_run(config).as_dict()
-        if job.run_id is not None:
-            run = Run(job.study, uri=job.uri, experiment_id=job.experiment_id, run_id=job.run_id)
-            run.set_tags(child_tags(job, resolved))
-        else:
-            run = Run(job.study, run_name=job.run_name, tags=child_tags(job, resolved),
-                      parent_run_id=job.parent_run_id, uri=job.uri, experiment_id=job.experiment_id)
+        run = open_child_run(job, resolved)
         if on_run is not None:
             on_run(run.run_id)
         result = train(config, run=run if detached is None else Detachable(run, detached), report=report,
@@ -197,6 +191,26 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
             run.set_tags({"status": "failed", "error": error[:5000]})
             run.end("FAILED")
         return Outcome("failed", run_id=run.run_id if run else None, error=error)
+    return outcome_of(job, run, result, resolved)
+
+
+def open_child_run(job: Job, resolved: Mapping[str, Mapping[str, Any]], tags: Optional[Mapping[str, Any]] = None):
+    """A job's MLflow child run with its tags (``child_tags``, then ``tags``): ``job.run_id`` re-opened (the
+    trainer then continues it from its checkpoint), else a new run under the cell's parent run."""
+    from uwbench.tracking.mlflow import Run
+
+    all_tags = {**child_tags(job, resolved), **(tags or {})}
+    if job.run_id is not None:
+        run = Run(job.study, uri=job.uri, experiment_id=job.experiment_id, run_id=job.run_id)
+        run.set_tags(all_tags)
+        return run
+    return Run(job.study, run_name=job.run_name, tags=all_tags, parent_run_id=job.parent_run_id, uri=job.uri,
+               experiment_id=job.experiment_id)
+
+
+def outcome_of(job: Job, run, result, resolved: Mapping[str, Mapping[str, Any]]) -> Outcome:
+    """The ``Outcome`` of a job whose training returned ``result`` (its run ended by the trainer): a run that
+    did not finish keeps its status; a finished one is judged by its objective (and costs)."""
     if result.status != "finished":
         return Outcome(result.status, run_id=run.run_id, error=result.error)
     try:
@@ -215,6 +229,69 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
                            error=f"objective {', '.join(missing)} was not measured (or is not finite) for this run")
         values = (value, *costs)
     return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval, values=values)
+
+
+def execute_population(jobs: List[Job], reports: Optional[List[Optional[Callable[[int, float], None]]]] = None,
+                       on_runs: Optional[List[Optional[Callable[[str], None]]]] = None,
+                       detached: Optional[List[Any]] = None, limit: Optional[int] = None) -> List[Outcome]:
+    """Run jobs of one cell that differ only in seed, learning rate and clip as one population
+    (``training.population``): each member exactly its solo ``execute``, with its own MLflow child run
+    (opened, or ``job.run_id`` re-opened to continue from its checkpoint), its own ``reports[i]`` and
+    ``on_runs[i]`` (called once its run exists, before any training) and ``detached[i]``. Every run carries
+    ``population`` (this population's id), ``population_member`` (its place), ``population_size`` (members)
+    and ``population_limit`` (``limit``, the size asked for, when given). One ``Outcome`` per job, in order,
+    as ``execute`` maps it; an error of the population as a whole (not of one member) fails every member. A
+    fault of the machine (``errors.fault``) leaves every member's run unfinished, to be run again, and raises
+    ``errors.MachineFault``."""
+    import uuid
+
+    from uwbench.training.config import resolve_run
+    from uwbench.training.population import Population
+
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # the experiment is always given by id
+    k = len(jobs)
+    reports = list(reports) if reports is not None else [None] * k
+    on_runs = list(on_runs) if on_runs is not None else [None] * k
+    detached = list(detached) if detached is not None else [None] * k
+    if not len(reports) == len(on_runs) == len(detached) == k:
+        raise ValueError(f"one report, on_run and detached per job: `{len(reports)} == {len(on_runs)} == "
+                         f"{len(detached)} == {k}` must hold")
+    pid = uuid.uuid4().hex[:12]
+    tags: Dict[str, Any] = {"population": pid}
+    if limit is not None:
+        tags["population_limit"] = limit
+    configs = [job.config() for job in jobs]
+    runs: List[Any] = [None] * k
+    resolved: List[Any] = [None] * k
+    population = None
+    try:
+        for i, job in enumerate(jobs):
+            resolved[i] = resolve_run(configs[i]).as_dict()
+            runs[i] = open_child_run(job, resolved[i], {**tags, "population_member": i})
+            if on_runs[i] is not None:
+                on_runs[i](runs[i].run_id)
+        population = Population(configs, [run if d is None else Detachable(run, d) for run, d in zip(runs, detached)],
+                                reports, tags=tags)
+        results = population.train(progress=False)
+    except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
+        fault = errors.fault(exc)
+        if fault is not None:  # a fault around the runs is not their result: they stay to be run again
+            for run, d in zip(runs, detached):
+                leave_unfinished(run, fault, d)
+            raise errors.MachineFault(fault) from exc
+        error = f"{type(exc).__name__}: {exc}"
+        ended = population.results if population is not None else [None] * k
+        out = []
+        for job, run, d, result, r in zip(jobs, runs, detached, ended, resolved):
+            if result is not None:  # ended by the population (settled before the error, or failed with it)
+                out.append(outcome_of(job, run, result, r))
+                continue
+            if run is not None and not (d is not None and d.is_set()):
+                run.set_tags({"status": "failed", "error": error[:5000]})
+                run.end("FAILED")
+            out.append(Outcome("failed", run_id=run.run_id if run else None, error=error))
+        return out
+    return [outcome_of(job, run, result, r) for job, run, result, r in zip(jobs, runs, results, resolved)]
 
 
 def leave_unfinished(run, fault: str, detached=None) -> None:

@@ -13,12 +13,13 @@ import os
 import socket
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from uwbench import axes, env, selection
 from uwbench.spec import Plan
 from uwbench.sweeps import common
 from uwbench.training.config import resolve_run
+from uwbench.training.sizes import AUTO_SIZE
 
 CHECKPOINT_DIR_ENV = env.CHECKPOINT_DIR_ENV  # where the trainer keeps mid-run checkpoints (one folder per run id)
 GPU_COUNT_ENV = "UWBENCH_GPU_COUNT"  # for tests: the number of GPUs this machine claims to have
@@ -37,6 +38,7 @@ class Options:
     grace_period: int = 60
     max_retries: int = 3
     system_metrics: bool = True  # CPU, memory (and GPU) sampled into every run
+    population: Optional[Union[str, int]] = None  # --population: auto | off | K (None: the study's, else auto)
 
 
 @dataclass
@@ -176,6 +178,43 @@ def pruning_for(plan: Plan, cell_id: str) -> PruningPlan:
     return PruningPlan(type=p.type, eval_every=train.eval_every, n_evals=max(1, -(-train.steps // train.eval_every)),
                        n_startup_trials=p.n_startup_trials, warmup_evals=p.warmup_evals, min_evals=p.min_evals,
                        reduction_factor=p.reduction_factor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Populations
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_population(text: Optional[str]) -> Optional[Union[str, int]]:
+    """``--population`` as given (None: not given): ``auto``, ``off`` or a number of members >= 1."""
+    if text is None or text in ("auto", "off"):
+        return text
+    try:
+        k = int(text)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise common.SweepError(f"`--population` must be auto, off or a number of members >= 1, got {text!r}")
+    return k
+
+
+def population_setting(plan: Plan, options: "Options") -> Union[str, int]:
+    """How a sweep trains a cell's final runs: ``--population``, else the study's (or its profile's)
+    ``population``, else ``auto``."""
+    for value in (options.population, plan.population):
+        if value is not None:
+            return value
+    return "auto"
+
+
+def population_limit(setting: Union[str, int], device_type: str) -> int:
+    """Members per population of a worker whose runs train on ``device_type`` (``cpu``, ``cuda``): ``off`` 1
+    (each run alone, as without populations), ``auto`` ``AUTO_SIZE`` of the device, else the number given."""
+    if setting == "off":
+        return 1
+    if setting == "auto":
+        return AUTO_SIZE.get(device_type, 1)
+    return int(setting)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,12 @@ from typing import Optional, Tuple
 FLOAT_BYTES = 4  # float32, the models' dtype
 EVERY_STEP_WRITERS = ("regular",)  # writers that write the memory at every step
 
+# members per population with --population auto (``uwbench train`` and ``uwbench sweep``): on a GPU a
+# population is one batched forward per write schedule (benchmarks/results/*-population.json); on the CPU
+# each member runs its own native node and the saving is the trainer's per-update work, which flattens out
+# by 8 members
+AUTO_SIZE = {"cuda": 256, "cpu": 8}
+
 
 def _gates(controller: Optional[str]) -> int:
     """The controller's gates per hidden unit (4 for an LSTM, 3 for a GRU; 1 when unknown)."""

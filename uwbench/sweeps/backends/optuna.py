@@ -32,6 +32,12 @@ answer) is put back to WAITING (``TrialRunner.requeue``; the trials of this mach
 with it, too: ``Studies.requeue_local``), so no retry is spent on it and no outcome recorded; a worker that
 meets one hands its line to the sweep through a queue and ends, and the sweep stops on it.
 
+Populations. A worker that claims a WAITING final trial also claims the other WAITING final trials of
+its cell that can train with it (they differ only in seed, learning rate and clip), up to the population
+size (``--population`` or the study's ``population``: ``auto`` is ``AUTO_SIZE`` of the device), each with
+its own heartbeat, and trains them as one population (``common.execute_population``): each member is its
+solo run, with its own MLflow run, outcome and retry. Search trials train one at a time.
+
 GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` through
 ``CUDA_VISIBLE_DEVICES`` (``planning.worker_devices``).
 
@@ -81,7 +87,8 @@ class Backend:
         url = storage_url(self.plan, self.options.storage)
         self.settings = Settings(ctx=ctx, storage=url, heartbeat_interval=self.options.heartbeat_interval,
                                  grace_period=self.options.grace_period, max_retries=self.options.max_retries,
-                                 devices=self.devices)
+                                 devices=self.devices,
+                                 population=planning.population_setting(self.plan, self.options))
         storage, retry = open_storage(self.settings, self.note)
         self.studies = Studies(self.settings, storage, retry, create=True)
         return f"Optuna {url}"

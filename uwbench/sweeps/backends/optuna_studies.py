@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from uwbench import axes
 from uwbench.spec import ChoiceParam, Plan
@@ -57,6 +57,7 @@ class Settings:
     grace_period: int
     max_retries: int
     devices: List[Optional[str]]  # CUDA_VISIBLE_DEVICES of each local worker (None: no GPU)
+    population: Union[str, int] = "off"  # how final trials train: auto | off | K (``planning.population_setting``)
 
 
 class Retry:

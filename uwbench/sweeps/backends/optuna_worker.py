@@ -1,14 +1,17 @@
 """The optuna backend's workers (``sweeps/backends/optuna.py``): a ``TrialRunner`` claims WAITING trials
-(round-robin over the cells), keeps each one's heartbeat, runs it through ``common.execute`` and tells
-Optuna the outcome; ``worker_main`` is a spawned worker process's loop. With ``--workers 0`` the sweep
-process itself runs the trials."""
+(round-robin over the cells), keeps each one's heartbeat, runs it through ``common.execute`` (a final
+trial, with the other WAITING final trials of its cell up to the population size, as one population
+through ``common.execute_population``) and tells Optuna each outcome; ``worker_main`` is a spawned worker
+process's loop. With ``--workers 0`` the sweep process itself runs the trials."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import socket
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from uwbench import axes, errors
 from uwbench.sweeps import common, locks, planning, space
@@ -43,31 +46,89 @@ class TrialRunner:
         self.note = note
         self.journal = is_journal(s.storage)
         self.extra_tags: Dict[str, Any] = {}
+        self._limits: Dict[str, int] = {}  # cell id -> members per population of its final trials
         if s.devices[index] is not None:  # the GPU(s) this worker was given
             self.extra_tags["cuda_visible_devices"] = s.devices[index]
 
     def claim(self) -> Optional[Tuple[str, str, int, Heartbeat]]:
         """Pop one WAITING trial of any cell (atomic in the storage) and start its heartbeat, or None."""
+        for cell_id, phase, t in self.waiting():
+            claimed = self._claim_one(cell_id, phase, t)
+            if claimed is not None:
+                return claimed
+        return None
+
+    def _claim_one(self, cell_id: str, phase: str, t) -> Optional[Tuple[str, str, int, Heartbeat]]:
+        """Pop this WAITING trial and start its heartbeat; None when another worker popped it first, or when
+        it repeats a job a lower-numbered trial holds (then recorded a ``duplicate``)."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        for cell_id, phase, t in self.waiting():
-            tid = self.studies.trial_id(cell_id, phase, t.number)
+        tid = self.studies.trial_id(cell_id, phase, t.number)
+        try:
+            if not self.storage.set_trial_state_values(tid, state=TrialState.RUNNING):
+                return None
+        except UpdateFinishedTrialError:
+            return None
+        self.storage.set_trial_user_attr(tid, "worker", self.worker_id)
+        self.storage.set_trial_user_attr(tid, "machine", self.ctx.machine)
+        beat = Heartbeat(self.storage, tid, self.s.heartbeat_interval, self.journal)
+        if self.studies.duplicate(cell_id, phase, t):
+            beat.stop()
+            self.storage.set_trial_user_attr(tid, "status", DUPLICATE)
+            self.storage.set_trial_state_values(tid, state=TrialState.FAIL)
+            return None
+        return cell_id, phase, tid, beat
+
+    def claim_members(self, first: Tuple[str, str, int, Heartbeat], n: int) -> List[Tuple[str, str, int, Heartbeat]]:
+        """Pop up to ``n`` more WAITING trials of the first one's cell and phase that can train with it as one
+        population (their configs differ from its only in ``population.MEMBER_KEYS``), each with its own
+        heartbeat, in the order they would be run."""
+        cell_id, phase, tid, _ = first
+        want = self._shape(cell_id, self.storage.get_trial(tid))
+        out: List[Tuple[str, str, int, Heartbeat]] = []
+        if want is None:
+            return out
+        for cid, ph, t in self.waiting():
+            if len(out) >= n:
+                break
+            if (cid, ph) != (cell_id, phase) or self._shape(cid, t) != want:
+                continue
+            claimed = self._claim_one(cid, ph, t)
+            if claimed is not None:
+                out.append(claimed)
+        return out
+
+    def _shape(self, cell_id: str, t) -> Optional[str]:
+        """What a final trial's run shares with every member of its population (``population.shape`` of its
+        config, from its enqueued params), or None when its config does not resolve (it then trains alone)."""
+        from uwbench.training.config import resolve_run
+        from uwbench.training.population import shape
+
+        params = dict(t.system_attrs.get("fixed_params") or t.params)
+        if axes.SEED_PARAM not in params:
+            return None
+        try:
+            job = self.ctx.job(cell_id, "final", params, params[axes.SEED_PARAM], 0)
+            return json.dumps(shape(resolve_run(job.config())), sort_keys=True, default=str)
+        except Exception:  # noqa: BLE001 - the run itself reports a config that does not resolve
+            return None
+
+    def population_limit(self, cell_id: str, phase: str) -> int:
+        """Members per population for this cell's trials on this worker (1: each trial alone): search trials
+        always alone; final trials by the sweep's population setting and the device their runs train on."""
+        if phase == "search" or self.s.population == "off":
+            return 1
+        if cell_id not in self._limits:
+            from uwbench.training.config import resolve_run
+            from uwbench.training.loop import resolve_device
+
             try:
-                if not self.storage.set_trial_state_values(tid, state=TrialState.RUNNING):
-                    continue
-            except UpdateFinishedTrialError:
-                continue
-            self.storage.set_trial_user_attr(tid, "worker", self.worker_id)
-            self.storage.set_trial_user_attr(tid, "machine", self.ctx.machine)
-            beat = Heartbeat(self.storage, tid, self.s.heartbeat_interval, self.journal)
-            if self.studies.duplicate(cell_id, phase, t):
-                beat.stop()
-                self.storage.set_trial_user_attr(tid, "status", DUPLICATE)
-                self.storage.set_trial_state_values(tid, state=TrialState.FAIL)
-                continue
-            return cell_id, phase, tid, beat
-        return None
+                device = resolve_device(resolve_run(self.plan.cell(cell_id).config).train.device).type
+            except Exception:  # noqa: BLE001 - the run itself reports a device it cannot have
+                device = "cpu"
+            self._limits[cell_id] = planning.population_limit(self.s.population, device)
+        return self._limits[cell_id]
 
     def waiting(self) -> List[Tuple[str, str, Any]]:
         """Every WAITING trial, in the order they are run: round-robin over the cells (every cell's first
@@ -83,30 +144,41 @@ class TrialRunner:
         return [(cid, phase, t) for _, cid, phase, t in sorted(out, key=lambda e: e[0])]
 
     def run_one(self) -> bool:
+        """Claim and run the next trial (a final trial with the others of its cell that train with it, as one
+        population, when the population setting allows more than one member); False when none waits."""
         claimed = self.claim()
         if claimed is None:
             return False
         cell_id, phase, tid, beat = claimed
+        group = [claimed]
         try:
-            self.run_trial(cell_id, phase, tid, beat)
+            limit = self.population_limit(cell_id, phase)
+            if limit > 1:
+                group += self.claim_members(claimed, limit - 1)
+                self.run_population(group, limit)
+            else:
+                self.run_trial(cell_id, phase, tid, beat)
         except Exception as exc:
             fault = errors.fault(exc)
             if fault is None:
                 raise
-            beat.stop()
-            self.requeue(tid)
+            for _, _, member_tid, member_beat in group:
+                member_beat.stop()
+                self.requeue(member_tid)
             if isinstance(exc, errors.MachineFault):
                 raise
             raise errors.MachineFault(fault) from exc
         finally:
-            beat.stop()
+            for _, _, _, member_beat in group:
+                member_beat.stop()
         return True
 
     def requeue(self, trial_id: int) -> None:
-        """Put a trial a fault of the machine stopped back to WAITING: it has no outcome, and the next worker
-        (of this sweep run again, or of another machine) runs it, re-opening its MLflow run. Best effort: a
-        storage that cannot be written (the fault itself) leaves it RUNNING, and the next sweep on this
-        machine recovers it (``Studies.recover_local``)."""
+        """Put a trial stopped before its outcome (by a fault of the machine, or with a member of its
+        population that another process took over) back to WAITING: the next worker (of this sweep run
+        again, or of another machine) runs it, re-opening its MLflow run. Best effort: a storage that cannot
+        be written (the fault itself) leaves it RUNNING, and the next sweep on this machine recovers it
+        (``Studies.recover_local``)."""
         from optuna.trial import TrialState
 
         try:
@@ -162,9 +234,12 @@ class TrialRunner:
             return True
         return False
 
-    def run_trial(self, cell_id: str, phase: str, trial_id: int, beat: Heartbeat) -> Optional[common.Outcome]:
+    def prepare(self, cell_id: str, phase: str, trial_id: int, beat: Heartbeat) -> "Prepared":
+        """A claimed trial made ready to train: its job (re-opening the MLflow run of the trial it retries,
+        if that run is unfinished), its pruning callback and its run-id keeper. A retried trial whose run
+        had ended is told from MLflow (``done``, no outcome); one whose params cannot be suggested is failed
+        (``outcome``)."""
         import optuna
-        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
         from uwbench.tracking.mlflow import get_run
@@ -177,7 +252,7 @@ class TrialRunner:
         previous = frozen.user_attrs.get("mlflow_run_id")
         run = get_run(previous, self.ctx.uri) if previous else None
         if run is not None and self._told_from_mlflow(study, trial_id, run):
-            return None
+            return Prepared(trial_id, beat, study, None, None, done=True)
         study.sampler = self._sampler(cell_id, phase, index)
         study.pruner = self._pruner(cell_id, phase)
         trial = optuna.Trial(study, trial_id)
@@ -187,7 +262,8 @@ class TrialRunner:
             self.storage.set_trial_user_attr(trial_id, "status", "failed")
             self.storage.set_trial_user_attr(trial_id, "error", f"{type(exc).__name__}: {exc}"[:2000])
             study.tell(trial, state=TrialState.FAIL)
-            return common.Outcome("failed", error=str(exc))
+            return Prepared(trial_id, beat, study, trial, None, outcome=common.Outcome("failed", error=str(exc)),
+                            done=True)
         if phase == "search":
             seed = int(frozen.user_attrs.get("seed", planning.search_seed(plan, index)))
         else:
@@ -213,12 +289,14 @@ class TrialRunner:
         def remember(run_id: str) -> None:  # a retry re-opens this run
             self.storage.set_trial_user_attr(trial_id, "mlflow_run_id", run_id)
 
-        try:
-            outcome = common.execute(job, report=report, on_run=remember, detached=beat.lost)
-        except TrialLost as exc:  # another process retries it; this worker takes the next trial
-            if self.note is not None:
-                self.note(str(exc))
-            return None
+        return Prepared(trial_id, beat, study, trial, job, report=report, remember=remember)
+
+    def tell(self, p: "Prepared", outcome: common.Outcome) -> None:
+        """Record a trained trial's outcome in its trial's user attrs and tell Optuna."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        trial_id = p.trial_id
         try:
             self.storage.set_trial_user_attr(trial_id, "status", outcome.status)
             for attr in ("test", "eval"):
@@ -227,14 +305,69 @@ class TrialRunner:
             if outcome.error:
                 self.storage.set_trial_user_attr(trial_id, "error", outcome.error[:2000])
             if outcome.status == "finished":
-                study.tell(trial, outcome.values if plan.multi_objective else outcome.value)
+                p.study.tell(p.trial, outcome.values if self.plan.multi_objective else outcome.value)
             elif outcome.status == "pruned":
-                study.tell(trial, state=TrialState.PRUNED)
+                p.study.tell(p.trial, state=TrialState.PRUNED)
             else:
-                study.tell(trial, state=TrialState.FAIL)
+                p.study.tell(p.trial, state=TrialState.FAIL)
         except UpdateFinishedTrialError:  # failed by another process meanwhile: its retry is told from MLflow
             pass
+
+    def run_trial(self, cell_id: str, phase: str, trial_id: int, beat: Heartbeat) -> Optional[common.Outcome]:
+        """Train one claimed trial alone (``common.execute``) and tell its outcome; None when there was none
+        to tell (told from MLflow, or taken over by another process)."""
+        p = self.prepare(cell_id, phase, trial_id, beat)
+        if p.done:
+            return p.outcome
+        try:
+            outcome = common.execute(p.job, report=p.report, on_run=p.remember, detached=beat.lost)
+        except TrialLost as exc:  # another process retries it; this worker takes the next trial
+            if self.note is not None:
+                self.note(str(exc))
+            return None
+        self.tell(p, outcome)
         return outcome
+
+    def run_population(self, group: List[Tuple[str, str, int, Heartbeat]], limit: int) -> List[Optional[common.Outcome]]:
+        """Train claimed final trials of one cell together as one population (``common.execute_population``)
+        and tell each its outcome, as ``run_trial`` does. A member taken over by another process stops the
+        population: the other members' trials go back to WAITING (their runs resume from their checkpoints
+        on the next claim), and this worker takes the next trial."""
+        prepared = [self.prepare(*claimed) for claimed in group]
+        todo = [p for p in prepared if not p.done]
+        if todo:
+            try:
+                outcomes = common.execute_population([p.job for p in todo], reports=[p.report for p in todo],
+                                                     on_runs=[p.remember for p in todo],
+                                                     detached=[p.beat.lost for p in todo], limit=limit)
+            except TrialLost as exc:
+                for p in todo:
+                    if not p.beat.lost.is_set():
+                        p.beat.stop()
+                        self.requeue(p.trial_id)
+                if self.note is not None:
+                    self.note(f"{exc}; the other members of its population resume on the next free worker")
+                return [None] * len(prepared)
+            for p, outcome in zip(todo, outcomes):
+                self.tell(p, outcome)
+                p.outcome = outcome
+        return [p.outcome for p in prepared]
+
+
+@dataclass
+class Prepared:
+    """A claimed trial ready to train (``TrialRunner.prepare``), or ``done`` (told already, ``outcome`` its
+    outcome where it has one)."""
+
+    trial_id: int
+    beat: Heartbeat
+    study: Any
+    trial: Any
+    job: Optional[common.Job]
+    report: Optional[Callable[[int, float], None]] = None
+    remember: Optional[Callable[[str], None]] = None
+    outcome: Optional[common.Outcome] = None
+    done: bool = False
 
 
 def worker_main(s: Settings, stop, index: int, faults=None) -> None:
