@@ -204,8 +204,10 @@ def test_build_is_cached_per_source(monkeypatch, tmp_path):
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
     first = native.build()
     assert native.build() == first and first.startswith(str(tmp_path))
-    # the library and the build lock, no temporary left behind
-    assert sorted(tmp_path.iterdir()) == sorted([tmp_path / first.rsplit("/", 1)[1], tmp_path / native.LOCK_NAME])
+    # the library, its checksum record and the build lock, no temporary left behind
+    library = tmp_path / first.rsplit("/", 1)[1]
+    assert sorted(tmp_path.iterdir()) == sorted([library, library.with_name(library.name + native.RECORD_SUFFIX),
+                                                 tmp_path / native.LOCK_NAME])
     cxx = native.compiler()
     key = native._build_key(cxx)
     monkeypatch.setattr(native, "FLAGS", native.FLAGS + ("-DUWBENCH_TEST",))

@@ -42,12 +42,15 @@ objective:
 """
 
 
-def _spec(extra: str):
+def _spec(extra: str, profiles: str = ""):
     import yaml
 
     from uwbench.spec.load import _Loader
 
-    return parse(yaml.load(textwrap.dedent(BASE) + textwrap.dedent(extra), Loader=_Loader), "mo.yaml")
+    base = textwrap.dedent(BASE)
+    if profiles:  # the study's own profiles replaced, not given twice
+        base = base.replace("profiles: {cpu: {}, smoke: {}}\n", profiles)
+    return parse(yaml.load(base + textwrap.dedent(extra), Loader=_Loader), "mo.yaml")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -71,7 +74,7 @@ def test_pruning_must_be_off_for_a_multi_objective_study():
         _spec(TWO)  # the default pruning is median: never switched off silently
     with pytest.raises(SpecError, match=r"profiles.smoke.pruning.type is 'asha'"):
         _spec(TWO + "pruning: {type: none}\n").model_copy()  # the study alone is fine
-        _spec(TWO + "pruning: {type: none}\n" + "profiles: {cpu: {}, smoke: {pruning: {type: asha}}}\n")
+        _spec(TWO + "pruning: {type: none}\n", profiles="profiles: {cpu: {}, smoke: {pruning: {type: asha}}}\n")
 
 
 @pytest.mark.parametrize("extra, message", [

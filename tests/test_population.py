@@ -135,16 +135,20 @@ def test_a_diverging_member_fails_alone(float64, native):
 def test_float32_members_are_close_to_their_solo_runs():
     """Float32: the native path is its solo run's arithmetic, the torch path's batched products round
     otherwise, and training amplifies a round-off (Adam divides by the gradients' size): over 20 updates
-    the curves and the test value agree within 1e-3 (absolute, on losses about 0.7 and accuracies);
-    measured, at most 2e-5."""
+    the training losses (about 0.7) agree within 1e-3 absolute (measured, at most 2e-5). Accuracies are
+    not continuous in the weights: a bit whose output sits at 0.5, as most of a barely trained model's
+    do, flips on a round-off, so the evaluation and test accuracies agree within 2% of the bits scored
+    (measured, up to 11 of the test's 2,240 bits on one machine); a member trained on another's batches
+    or rate would differ by far more in its losses."""
     for native in (True, False):
         cfgs = three(native)
         results, _ = members(cfgs)
         for r, c in zip(results, cfgs):
             ref, _ = solo(c)
-            for key in ("train_loss", "eval_accuracy"):
-                assert max(abs(x - y) for x, y in zip(r.history[key], ref.history[key])) <= 1e-3, key
-            assert abs(r.test - ref.test) <= 1e-3
+            assert len(r.history["train_loss"]) == len(ref.history["train_loss"]) > 0
+            assert max(abs(x - y) for x, y in zip(r.history["train_loss"], ref.history["train_loss"])) <= 1e-3
+            assert max(abs(x - y) for x, y in zip(r.history["eval_accuracy"], ref.history["eval_accuracy"])) <= 0.02
+            assert abs(r.test - ref.test) <= 0.02
 
 
 def test_members_must_share_a_shape():

@@ -611,7 +611,7 @@ def test_the_index_names_untested_claims_and_the_budget_that_would_test_them():
     from uwbench import spec as spec_mod
 
     path = os.path.join(os.path.dirname(HERE), "studies", "table1_memorization.yaml")
-    assert index.paper_budget_profiles(spec_mod.load(path), path) == ["paper", "paper50"]  # cpu and smoke: fewer
+    assert index.paper_budget_profiles(spec_mod.load(path), path) == ["paper", "paper100", "paper50"]  # cpu, smoke: fewer
     entry = {"id": "t1", "untested": ["UW beats regular writing on copy and reverse"], "steps": 2000,
              "paper_steps": 10000, "budget_profiles": ["paper50"], "path": "studies/t1.yaml"}
     text = index.untested_section([entry, {"id": "t2", "untested": []}])

@@ -36,7 +36,8 @@ def _row(plan, cell_id, number, params, status, value, run_id):
             "writer": cell_id.split("-", 1)[1], "seq_len": 4, "memory_size": 2,
             "lr": params.get("train.lr"), "clip": params.get("train.clip"),
             "search_params": json.dumps(params, sort_keys=True), "device": "cpu", "spec_hash": plan.spec_hash,
-            "profile": PROFILE, "backend": "optuna", "best_eval_accuracy": value}
+            "profile": PROFILE, "backend": "optuna", "best_eval_accuracy": value,
+            "test_accuracy": value if status == "finished" else None}  # a finished run has its test value
 
 
 @pytest.fixture(scope="module")

@@ -508,7 +508,8 @@ def test_memory_size_and_cache_size_are_searched_and_the_final_runs_use_the_best
 
 
 def test_one_worker_runs_the_cells_round_robin_so_a_cut_off_study_is_even(sweep_env, tmp_path):
-    """Every cell's first seed before any cell's second: a study stopped part-way has every cell."""
+    """Every cell's first seed before any cell's second: a study stopped part-way has every cell. (Runs
+    trained alone; a population takes a cell's seeds together, tests/test_sweep_population.py.)"""
     env, uri = sweep_env
     path = study_file(tmp_path, "robin", f"""
         mode: faithful
@@ -520,7 +521,7 @@ def test_one_worker_runs_the_cells_round_robin_so_a_cut_off_study_is_even(sweep_
         seeds: [0, 1]
         profiles: {{cpu: {{cell_seeds: {{"b": [0, 1, 2]}}}}, smoke: {{}}}}
     """)
-    sweep(env, path, "--profile", "cpu", "--workers", "0", "--tracking-uri", uri)
+    sweep(env, path, "--profile", "cpu", "--workers", "0", "--population", "off", "--tracking-uri", uri)
     children = runs(uri, "robin").query("`tags.role` == 'final'").sort_values("start_time")
     order = list(zip(children["tags.cell"], children["tags.seed"].astype(int)))
     assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("b", 2)]

@@ -256,7 +256,8 @@ def test_the_printed_link_opens_the_runs_table_with_the_cell_runs(tracking_uri, 
 
 
 def test_make_dashboard_serves_a_journal_storage(tmp_path):
-    """`make dashboard` runs `optuna-dashboard --host 127.0.0.1 --port P runs/optuna/<study>.journal`; the
+    """`make dashboard` runs `python -m uwbench.dashboard --host 127.0.0.1 --port P runs/optuna/<study>.journal`
+    (optuna-dashboard behind a Host check); the
     same command over a real journal file (written as the sweeps write it) serves its studies and trials."""
     import optuna
     from optuna.storages import JournalStorage
@@ -274,13 +275,13 @@ def test_make_dashboard_serves_a_journal_storage(tmp_path):
     study.optimize(lambda t: -(t.suggest_float("train.lr", 1e-4, 1e-2, log=True) - 3e-3) ** 2, n_trials=3)
 
     make = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
-    assert "$(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(DASHBOARD_PORT) $(STORAGE)" in make
+    assert "$(PY) -m uwbench.dashboard --host 127.0.0.1 --port $(DASHBOARD_PORT) $(STORAGE)" in make
     assert "STORAGE ?= runs/optuna/$(STUDY).journal" in make
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = _start([exe, "--host", "127.0.0.1", "--port", str(port), str(journal)], base + "/api/meta",
-                    env={"HOME": str(tmp_path)})
+    server = _start([os.path.join(VENV_BIN, "python"), "-m", "uwbench.dashboard", "--host", "127.0.0.1",
+                     "--port", str(port), str(journal)], base + "/api/meta", env={"HOME": str(tmp_path)})
     try:
         studies = json.loads(_fetch(base + "/api/studies"))["study_summaries"]
         assert [s["study_name"] for s in studies] == ["quick.cpu.abc.dnc-uniform.search"]
