@@ -620,6 +620,32 @@ def test_the_index_names_untested_claims_and_the_budget_that_would_test_them():
     assert index.untested_section([{"id": "t2", "untested": []}]) == ""
 
 
+def test_the_index_gives_each_untested_reports_reason_from_its_regimes_csv(tmp_path):
+    (tmp_path / "regimes.csv").write_text(
+        "cell,regime,steps,detail\n"
+        "a,unknown,400,2 evaluation(s) in the last quarter (a slope needs 3)\n"
+        "b,unknown,400,2 evaluation(s) in the last quarter (a slope needs 3)\n"
+        "c,rising,400,still improving\nd,converged,400,flat\n")
+    summary = index.regime_summary(str(tmp_path))
+    assert summary == ("of its 4 cells, 1 rising (still improving over the last quarter); 2 unknown: "
+                       "2 evaluation(s) in the last quarter (a slope needs 3)")
+    entry = {"id": "t1", "untested": ["UW beats regular writing on copy"], "steps": 400, "paper_steps": None,
+             "budget_profiles": ["paper"], "path": "studies/t1.yaml", "regimes": summary}
+    text = index.untested_section([entry])
+    assert "Why (`t1/regimes.csv`): of its 4 cells" in text and "A longer budget: `uwbench sweep" in text
+    assert "the paper's" not in text.split("\n- ")[1]  # no paper budget to name
+    assert index.regime_summary(str(tmp_path / "absent")) == ""
+
+
+def test_the_index_names_a_time_claim_timed_on_wall_seconds_so(tmp_path):
+    (tmp_path / "verdicts.csv").write_text(
+        "claim,claim_text,where,winner,loser,verdict,claim_verdict\n"
+        "uw-cuw-cut-time,UW and CUW cut training time (CPU seconds per 100 updates) against regular writing,"
+        "Copy T=8 D=1,DNC+UW (wall),DNC (wall),inconclusive,inconclusive\n")
+    assert index.claim_summary(str(tmp_path)) == (
+        "UW and CUW cut training time (wall seconds per 100 updates) against regular writing: **inconclusive**")
+
+
 def test_an_interrupted_run_makes_its_cell_incomplete_not_failed():
     """A run ended KILLED by an interruption (it resumes) is not a failure: a cell whose final runs are
     all interrupted reads incomplete, and an interrupted seed beside finished ones is not counted failed."""

@@ -14,7 +14,8 @@ from uwbench import atomic
 from uwbench.leaderboard import is_board_folder
 from uwbench.report import formats, tables, verdicts
 from uwbench.report import readme_block
-from uwbench.report.readme_block import claim_text
+from uwbench.report.readme_block import as_timed, claim_text
+from uwbench.report import regime as regime_mod
 from uwbench.report.render import headline
 from uwbench.report.runs import Snapshot
 from uwbench.report.study import StudyView, from_runs
@@ -45,7 +46,10 @@ def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str
                             "cells": "", "status": f"invalid spec ({type(exc).__name__})", "claims": "", "link": ""})
             continue
         seen.add(view.id)
-        entries.append({**_entry(view, root, snap), "path": path, "budget_profiles": budget_profiles})
+        entry = {**_entry(view, root, snap), "path": path, "budget_profiles": budget_profiles}
+        if snap is not None:  # the paper's updates as the README's results block names them (none: no artifact)
+            entry["paper_steps"] = readme_block.paper_updates(spec_mod.load(path), path)
+        entries.append(entry)
     for runs_csv in sorted(glob.glob(os.path.join(root, "*", "runs.csv"))):
         sid = os.path.basename(os.path.dirname(runs_csv))
         if sid in seen or is_board_folder(os.path.dirname(runs_csv)):
@@ -81,6 +85,7 @@ def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[
     return {"id": view.id, "title": view.title, "headline": headline(summary, view.metric),
             "cells": cells, "status": tables.study_status(summary), "claims": claim_summary(os.path.join(root, view.id)),
             "link": f"{view.id}/README.md", "untested": untested_claims(os.path.join(root, view.id)),
+            "regimes": regime_summary(os.path.join(root, view.id)),
             "steps": min(steps) if steps else None, "paper_steps": max(paper) if paper else None}
 
 
@@ -119,6 +124,37 @@ def paper_budget_profiles(spec, path: str) -> List[str]:
     return out
 
 
+REGIME_WORDS = {regime_mod.RISING: "rising (still improving over the last quarter)",
+                regime_mod.FALLING: "falling (getting worse over the last quarter)",
+                regime_mod.AT_GUESS: "at the guessing level (training loss)",
+                regime_mod.UNKNOWN: "unknown"}
+
+
+def regime_summary(folder: str) -> str:
+    """How many of a report folder's cells are in each regime that is not converged (its ``regimes.csv``),
+    with the reason where the regime is unknown; "" when the file is absent or every cell converged."""
+    path = os.path.join(folder, "regimes.csv")
+    if not os.path.exists(path):
+        return ""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if not len(frame) or "regime" not in frame.columns:
+        return ""
+    parts = []
+    for state, words in REGIME_WORDS.items():
+        cells = frame[frame["regime"] == state]
+        if not len(cells):
+            continue
+        text = f"{len(cells)} {words}"
+        if state == regime_mod.UNKNOWN and "detail" in frame.columns:
+            details = sorted({d for d in cells["detail"] if d})
+            text += "".join(f": {d}" for d in details[:1]) + (f" (and {len(details) - 1} other reasons)"
+                                                             if len(details) > 1 else "")
+        parts.append(text)
+    if not parts:
+        return ""
+    return f"of its {len(frame)} cells, " + "; ".join(parts)
+
+
 def untested_section(entries: List[Dict]) -> str:
     """The index's list of claims that no committed run could test yet, and the budget that would."""
     lines = []
@@ -128,15 +164,19 @@ def untested_section(entries: List[Dict]) -> str:
         ran = f"its runs made {e['steps']:,} updates" if e.get("steps") else "its runs"
         paper = f", the paper's {e['paper_steps']:,}" if e.get("paper_steps") else ""
         names = e.get("budget_profiles") or []
-        how = (" A budget that can test them: the paper's, `uwbench sweep " + e.get("path", "")
+        how = ((" A budget that can test them: the paper's, " if e.get("paper_steps") else " A longer budget: ")
+               + "`uwbench sweep " + e.get("path", "")
                + " --profile " + " | ".join(names) + "` (its report then says whether each side converged)."
                if names else "")
-        lines.append(f"- **{e['id']}** ({ran}{paper}): " + "; ".join(e["untested"]) + "." + how)
+        why = f" Why (`{e['id']}/regimes.csv`): {e['regimes']}." if e.get("regimes") else ""
+        lines.append(f"- **{e['id']}** ({ran}{paper}): " + "; ".join(e["untested"]) + "." + why + how)
     if not lines:
         return ""
-    return ("## Claims not tested yet\n\nNot testable at the committed budget: a side's learning curve still "
-            "rises over its last quarter, or its training loss has not left the guessing level (each report's "
-            "regime table gives the figures).\n\n" + "\n".join(lines) + "\n")
+    return ("## Claims not tested yet\n\nNot testable at the committed budget: below the paper's budget a side "
+            "had not converged. Each line says why from the report's `regimes.csv` (a cell's curve rising or "
+            "falling over its last quarter, its training loss at the guessing level, or too few evaluations in "
+            "its last quarter to read a slope: regime unknown), where every cell's figures are.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def claim_summary(folder: str) -> str:
@@ -148,7 +188,8 @@ def claim_summary(folder: str) -> str:
     if not len(frame) or "claim_verdict" not in frame.columns:
         return ""
     rows = frame.drop_duplicates("claim")
-    return "; ".join(f"{claim_text(r)}: **{r['claim_verdict']}**" for _, r in rows.iterrows())
+    return "; ".join(f"{as_timed(claim_text(r), frame[frame['claim'] == r['claim']])}: **{r['claim_verdict']}**"
+                     for _, r in rows.iterrows())
 
 
 def check_index(root: str) -> str:
@@ -182,8 +223,10 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "
             "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05; at the paper's own budget with a "
             "curve still moving, **yes / no at the paper's budget, not converged**), **inconclusive** (within "
-            "the noise), or **not testable at this budget** (a side's learning curve still rises, or its training "
-            "loss has not left the guessing level: each report's regime table says which).\n\n"
+            "the noise), or **not testable at this budget** (below the paper's budget a side had not converged: its "
+            "curve rising or falling, its training loss at the guessing level, or too few evaluations in its last "
+            "quarter to tell; the list below the table gives each report's reason). A time claim is tested on "
+            "CPU seconds, or on wall seconds where the runs recorded no CPU time, and its text says which.\n\n"
             + formats.to_markdown(t) + "\n" + untested_section(entries))
     atomic.write_text(path, text)
     readme_block.refresh(root, studies_dir)  # the README's results block, from the same files

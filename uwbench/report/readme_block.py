@@ -41,7 +41,7 @@ def claim_text(row) -> str:
     return {c.id: c.text for c in CLAIMS}.get(row["claim"], row["claim"])
 
 
-def _as_timed(text: str, rows: pd.DataFrame) -> str:
+def as_timed(text: str, rows: pd.DataFrame) -> str:
     """A time claim's text as its comparisons were timed: a report whose runs recorded no CPU time compares
     wall seconds (each side labelled ``(wall)`` in ``verdicts.csv``), so its claim reads so."""
     sides = pd.concat([rows.get("winner", pd.Series(dtype=str)), rows.get("loser", pd.Series(dtype=str))])
@@ -56,7 +56,7 @@ def _read(path: str) -> Optional[pd.DataFrame]:
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
-def _paper_updates(spec, path: str) -> Optional[int]:
+def paper_updates(spec, path: str) -> Optional[int]:
     """The updates the paper's profile gives a cell (the most of any cell), or None; None too for a study of
     no paper artifact (``artifact: "none (...)"``: a pilot, the demo, the leaderboard), whose file as written
     is not a budget of the paper's."""
@@ -95,12 +95,12 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
         claims = []
         if verdicts is not None and len(verdicts) and "claim_verdict" in verdicts.columns:
             keep = ["claim", "claim_text"] if "claim_text" in verdicts.columns else ["claim"]
-            claims = [(r["claim"], _as_timed(claim_text(r), verdicts[verdicts["claim"] == r["claim"]]),
+            claims = [(r["claim"], as_timed(claim_text(r), verdicts[verdicts["claim"] == r["claim"]]),
                        r["claim_verdict"]) for _, r in verdicts.drop_duplicates(keep).iterrows()]
         profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p).strip()})
         out.append({"id": spec.id, "folder": folder, "paper": not spec.artifact.strip().lower().startswith("none"),
                     "profiles": profiles, "runs": len(runs), "trials": int((runs.get("role") == "trial").sum()),
-                    "steps": steps, "paper_steps": _paper_updates(spec, path),
+                    "steps": steps, "paper_steps": paper_updates(spec, path),
                     "cpu_hours": float(cpu.sum()) / 3600.0 if cpu.notna().any() else None,
                     "claims": claims})
     # the reports whose runs had the paper's budget first, then the others; by id within each
