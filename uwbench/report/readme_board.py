@@ -7,8 +7,8 @@ The README's "Benchmark your own writer" section shows the committed board betwe
 row's own board, leaves every README alone):
 
 - the board's facts (profile, updates, seeds, its runs and their CPU core-hours) and a link to ``board.md``;
-- one sentence: how many baseline cells converged and the columns not counted; which cells did not, the
-  late collapses and the code versions are left to ``board.md`` (``board_render.baselines_text``);
+- one sentence: how many baseline cells converged and how many columns are not counted; which columns and
+  cells, the late collapses and the code versions are left to ``board.md`` (``board_render.baselines_text``);
 - one line per row, in the board's order: mean test value over the counted columns, mean rank, the tallies
   against UW and regular writing, CPU time against regular writing, and the row's own CPU core-hours;
 - the Pareto figure (``pareto.png``) when the board has one.
@@ -51,15 +51,15 @@ def _baselines_sentence(board, link: str) -> str:
     from uwbench.report import board_render as br
 
     n, stuck = len(board.baseline_cells), board.unconverged
-    where = (f"which cells, the runs that collapsed late and the code versions of each row are in `board.md`, every "
-             f"cell's regime and p-values in [`cells.csv`]({link}/cells.csv).")
+    where = (f"`board.md` names the cells that did not converge, the runs that collapsed late and each row's code "
+             f"versions, and [`cells.csv`]({link}/cells.csv) has every cell's regime and p-values.")
     if not n:
         return "no baseline cells; " + where
     text = f"**Baselines: {n - len(stuck)} of {n} cells converged** ({board.converged_share():.0%})"
     if stuck and board.excluded:
-        columns = ", ".join(p.label for p in board.excluded)
-        text += (f"; the columns with an unconverged baseline cell ({columns}) are marked {br.NOT_CONVERGED} there "
-                 f"and left out of every row's mean, rank and tallies alike")
+        text += (f"; the {len(board.excluded)} column{'s' if len(board.excluded) != 1 else ''} with an unconverged "
+                 f"baseline cell {'are' if len(board.excluded) != 1 else 'is'} not counted in any row's mean, "
+                 f"rank or tallies")
     return text + "; " + where
 
 
