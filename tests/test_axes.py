@@ -40,7 +40,8 @@ def _plan(tmp_path):
 
 def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracking_uri, capsys):
     from uwbench.config import flatten
-    from uwbench.report import runs, study, tables
+    from uwbench import snapshot
+    from uwbench.report import study, tables
     from uwbench.sweeps import common
     from uwbench.tracking.mlflow import Run, ensure_experiment
     from uwbench.training.config import resolve_run
@@ -70,7 +71,7 @@ def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracki
             run.log_metrics({"test_accuracy": 0.5 + 0.1 * i, "best_eval_accuracy": 0.5}, 0)
             run.end()
 
-        snap = runs.from_mlflow(plan.id, tracking_uri, with_curves=False)
+        snap = snapshot.from_mlflow(plan.id, tracking_uri, with_curves=False)
         header = snap.runs_csv.splitlines()[0].split(",")
         assert "word_size" in header  # runs.csv column
         assert sorted(snap.runs["word_size"]) == [16.0, 32.0]
@@ -83,7 +84,7 @@ def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracki
         labels = tables.cells_table(summary, view).rows
         assert [r[1] for r in labels] == ["DNC (W=16)", "DNC (W=32)"]  # report labels
         assert [b.rows[0][0] for b in tables.paper_tables(summary, view)] == ["DNC (W=16)"]
-    assert "word_size" not in axes.names() and "word_size" not in runs.columns()
+    assert "word_size" not in axes.names() and "word_size" not in snapshot.columns()
 
 
 def test_registration_rejects_duplicates_and_bad_paths():

@@ -258,7 +258,7 @@ def test_an_interrupted_run_reads_as_interrupted_not_failed_and_a_resume_clears_
     """A run stopped by an interruption ends KILLED with the trainer's ``failed`` tag; the report's snapshot
     reads it as ``killed`` (a report counts its cell incomplete, not failed), and resuming it removes the interruption's
     tags, so while it runs again it reads ``running``."""
-    from uwbench.report.runs import normalise_mlflow
+    from uwbench.snapshot import normalise_mlflow
     from uwbench.tracking.mlflow import Run, get_run, search_runs
 
     def stop(step, value):

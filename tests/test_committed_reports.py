@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 import pytest
 
-from uwbench.leaderboard import is_board_folder
+from uwbench.snapshot.folders import is_board_folder
 from uwbench.report import compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -31,7 +31,7 @@ from uwbench.models.base import build_model
 from uwbench.registry import CONTROLLERS, MODELS, TASKS, WRITERS
 from uwbench.tasks import build_task
 from uwbench.training.config import resolve_run
-from uwbench.writing import contract
+from uwbench.leaderboard import contract
 from uwbench.writing.base import Writer
 
 # ---- the toy writer: one file's worth of code, registered from this test file alone ----

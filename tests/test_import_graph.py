@@ -1,4 +1,5 @@
-"""The import graph of the package has no cycle, and lower layers never import higher ones.
+"""The import graph of the package: no module cycle, no package cycle, and lower layers of packages never
+import higher ones.
 
 Every module of ``uwbench`` is parsed with ``ast`` (nothing is imported); its edges are every
 ``import``/``from ... import`` of a ``uwbench`` module, at module level and inside functions alike
@@ -6,6 +7,11 @@ Every module of ``uwbench`` is parsed with ``ast`` (nothing is imported); its ed
 a table of module names to load on use (``"uwbench.sweeps.backends.optuna"``): loaded by name is
 still imported. Third-party imports (optional dependencies such as ray, mlflow or matplotlib) are not
 part of the graph.
+
+The layers are of packages: each subpackage (``uwbench.report``) or top-level module (``uwbench.env``) of
+``uwbench`` is one unit, and every module of a unit sits in its unit's layer. A unit imports its own layer
+or a lower one, and no two units import each other, directly or round a loop (``test_no_package_cycles``):
+so a module cycle between packages is caught even when every one of its modules sits in one layer.
 
 Plugin loading is the one arrow allowed to point up: ``uwbench.registry`` loads the built-in task,
 model and writer modules by name (as it loads ``$UWBENCH_PLUGINS``), and they register themselves into
@@ -25,50 +31,57 @@ PACKAGE = "uwbench"
 # Modules that load others by name as plugins (the loaded modules import them back, by design).
 LOADS_PLUGINS = {"uwbench.registry"}
 
-# Layers, lowest first: a module may import its own layer or a lower one, never a higher one.
-# (Modules not listed sit in the layer of their package.)
+# Layers of units (packages and top-level modules), lowest first: a unit may import its own layer or a lower
+# one, never a higher one. Every unit is listed, so a new package is placed on purpose.
 LAYERS = [
-    {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.registry", "uwbench.theory",
-     "uwbench.native", "uwbench.writing", "uwbench.tasks", "uwbench.models", "uwbench.axes", "uwbench.metrics", "uwbench.selection",
-     "uwbench.analysis"},
-    # the writer contract check trains a smoke model, so it sits with training, not with the writers
-    {"uwbench.spec", "uwbench.training", "uwbench.tracking", "uwbench.writing.contract"},
-    # the leaderboard reads a suite and builds its board from reports
-    {"uwbench.sweeps", "uwbench.bench", "uwbench.report", "uwbench.leaderboard"},
+    # the foundation: the environment, configs, registries, metrics and run selection; the tasks, models and
+    # writers (the models import the writers; nothing here trains)
+    {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.suggest", "uwbench.registry",
+     "uwbench.paths", "uwbench.atomic", "uwbench.theory", "uwbench.writer_bounds", "uwbench.axes",
+     "uwbench.metrics", "uwbench.selection", "uwbench.native", "uwbench.writing", "uwbench.tasks",
+     "uwbench.models", "uwbench.analysis"},
+    # study files, the trainer, MLflow
+    {"uwbench.spec", "uwbench.training", "uwbench.tracking"},
+    # the recorded runs (runs.csv, curves.csv, traces.csv): what sweeps restore and reports compute from
+    {"uwbench.snapshot"},
+    # runs made: sweeps (restore puts a snapshot back) and speed benchmarks
+    {"uwbench.sweeps", "uwbench.bench"},
+    # reports, from snapshots, reading a sweep's Optuna storage for the search analysis
+    {"uwbench.report"},
+    # the leaderboard: sweeps a row, computes its board with the report's tables and tests
+    {"uwbench.leaderboard"},
     {"uwbench.commands"},
-    {"uwbench.cli", "uwbench.__main__"},
+    {"uwbench.cli", "uwbench.__main__", "uwbench.dashboard"},
 ]
 
 
-def _modules() -> Dict[str, str]:
+def modules(root: str = ROOT) -> Dict[str, str]:
+    """``{module name: file}`` of every module of the package under ``root``."""
     out = {}
-    for folder, _, files in os.walk(os.path.join(ROOT, PACKAGE)):
+    for folder, _, files in os.walk(os.path.join(root, PACKAGE)):
         for name in files:
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
-                mod = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                mod = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
                 out[mod[: -len(".__init__")] if mod.endswith(".__init__") else mod] = path
     return out
 
 
-MODULES = _modules()
-
-
-def _owner(name: str):
+def _owner(name: str, known: Dict[str, str]):
     """The module ``name`` is (or lives in), or None for a name outside the package."""
-    while name and name not in MODULES:
+    while name and name not in known:
         name = name.rpartition(".")[0]
     return name or None
 
 
-def _edges(mod: str, path: str) -> Set[str]:
+def _edges(mod: str, path: str, known: Dict[str, str]) -> Set[str]:
     with open(path) as fh:
         tree = ast.parse(fh.read(), path)
     package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
     out: Set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out.update(filter(None, (_owner(a.name) for a in node.names if a.name.split(".")[0] == PACKAGE)))
+            out.update(filter(None, (_owner(a.name, known) for a in node.names if a.name.split(".")[0] == PACKAGE)))
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -78,8 +91,8 @@ def _edges(mod: str, path: str) -> Set[str]:
                 continue
             for alias in node.names:
                 target = f"{base}.{alias.name}"
-                out.add(target if target in MODULES else _owner(base))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES \
+                out.add(target if target in known else _owner(base, known))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known \
                 and node.value.count(".") >= 1 and mod not in LOADS_PLUGINS:
             out.add(node.value)  # a table of modules loaded on use
     out.discard(mod)
@@ -87,7 +100,28 @@ def _edges(mod: str, path: str) -> Set[str]:
     return out
 
 
-GRAPH = {mod: _edges(mod, path) for mod, path in MODULES.items()}
+def graph(root: str = ROOT) -> Dict[str, Set[str]]:
+    """``{module: the package modules it imports}`` of the tree under ``root``."""
+    known = modules(root)
+    return {mod: _edges(mod, path, known) for mod, path in known.items()}
+
+
+MODULES = modules()
+GRAPH = graph()
+
+
+def unit(mod: str) -> str:
+    """The package or top-level module of ``uwbench`` that ``mod`` belongs to: its layer's unit."""
+    return ".".join(mod.split(".")[:2])
+
+
+def package_graph(modules_graph: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
+    """``{unit: the other units it imports}``, the plugin loader's edges left out."""
+    out: Dict[str, Set[str]] = {unit(m): set() for m in modules_graph}
+    for mod, targets in modules_graph.items():
+        if mod not in LOADS_PLUGINS:
+            out[unit(mod)].update(unit(t) for t in targets if unit(t) != unit(mod))
+    return out
 
 
 def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
@@ -136,15 +170,17 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 def _layer(mod: str) -> int:
-    name = mod
-    while True:
-        for rank, members in enumerate(LAYERS):
-            if name in members:
-                return rank
-        if "." not in name:
-            break
-        name = name.rpartition(".")[0]
-    raise AssertionError(f"{mod} is in no layer: add it (or its package) to LAYERS")
+    for rank, members in enumerate(LAYERS):
+        if unit(mod) in members:
+            return rank
+    raise AssertionError(f"{unit(mod)} is in no layer: add it to LAYERS")
+
+
+def upward_imports(modules_graph: Dict[str, Set[str]]) -> List[str]:
+    """Each import of a module from a unit in a higher layer than its own, as a line."""
+    return [f"{mod} (layer {_layer(mod)}) imports {t} (layer {_layer(t)})"
+            for mod in sorted(modules_graph) if mod not in LOADS_PLUGINS
+            for t in sorted(modules_graph[mod]) if _layer(t) > _layer(mod)]
 
 
 def test_the_parser_sees_module_and_function_level_imports():
@@ -154,14 +190,31 @@ def test_the_parser_sees_module_and_function_level_imports():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_two_packages_importing_each_other_are_a_package_cycle_with_no_module_cycle():
+    knot = {"uwbench.report.index": {"uwbench.leaderboard.steps"},
+            "uwbench.leaderboard.steps": {"uwbench.report.board"}, "uwbench.report.board": set()}
+    assert _cycles(knot) == [] and _cycles(package_graph(knot)) == [["uwbench.leaderboard", "uwbench.report"]]
+
+
+def test_every_unit_is_in_one_layer():
+    placed = [u for members in LAYERS for u in members]
+    assert len(placed) == len(set(placed)), "a unit is in two layers"
+    assert set(package_graph(GRAPH)) <= set(placed), "units in no layer: " + ", ".join(
+        sorted(set(package_graph(GRAPH)) - set(placed)))
+
+
 def test_no_import_cycles():
     cycles = _cycles(GRAPH)
     assert not cycles, "import cycles (a module imports, perhaps inside a function, one that imports it back):\n" \
         + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_no_package_cycles():
+    cycles = _cycles(package_graph(GRAPH))
+    assert not cycles, "packages that import each other (perhaps inside functions, perhaps round a loop):\n" \
+        + "\n".join(" <-> ".join(c) for c in cycles)
+
+
 def test_no_upward_imports():
-    upward = [f"{mod} (layer {_layer(mod)}) imports {t} (layer {_layer(t)})"
-              for mod in sorted(GRAPH) if mod not in LOADS_PLUGINS
-              for t in sorted(GRAPH[mod]) if _layer(t) > _layer(mod)]
+    upward = upward_imports(GRAPH)
     assert not upward, "imports pointing up the layers:\n" + "\n".join(upward)

@@ -15,9 +15,10 @@ import textwrap
 
 import pytest
 
-from uwbench.report import board as board_mod
-from uwbench.report import board_render, stats
-from uwbench.report.runs import CURVE_COLUMNS, Snapshot, columns, curves_text, runs_text, to_csv_text
+from uwbench.leaderboard import board as board_mod
+from uwbench.leaderboard import render as board_render
+from uwbench.report import stats
+from uwbench.snapshot import CURVE_COLUMNS, Snapshot, columns, curves_text, runs_text, to_csv_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = os.path.join(ROOT, "studies", "leaderboard.yaml")
@@ -182,7 +183,7 @@ def _three_baselines(ntm_high):
 
 
 def test_a_baseline_cell_not_converged_takes_its_column_out_of_every_rows_rank_and_tallies(tmp_path):
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     counted = board_mod.build(_three_baselines(flat))  # every baseline converged: both columns count
     low, high = counted.positions
@@ -248,7 +249,7 @@ def _baselines_at_three(stuck_high, stuck_third):
 
 
 def test_a_board_is_committed_when_at_least_80_percent_of_its_baseline_cells_converged(tmp_path):
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     assert board_mod.MIN_CONVERGED == 0.8
     five = board_mod.build(_baselines_at_three(stuck_high=False, stuck_third=False))  # 5 of 6: the failed cell
@@ -283,7 +284,7 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     import pandas as pd
 
     from uwbench.cli import main
-    from uwbench.report import readme_board
+    from uwbench.leaderboard import readme as board_readme
     from uwbench.tracking.mlflow import search_runs
 
     common = ["--suite", SUITE, "--profile", "smoke"]
@@ -311,7 +312,7 @@ def test_baselines_swept_on_two_machines_make_one_board_and_the_rule_refuses_it_
     assert main(["leaderboard", "--rebuild", "--board", str(board), "--suite", SUITE]) == 0
     assert "the baselines are being recorded (2 of 14 runs): no board to rebuild" in capsys.readouterr().out
     assert sorted(os.listdir(board)) == ["curves.csv", "progress.md", "runs.csv"]
-    block = readme_board.render(str(board), ROOT)  # the README's block while the baselines are being recorded
+    block = board_readme.render(str(board), ROOT)  # the README's block while the baselines are being recorded
     assert block.startswith("No board yet: the baselines are being recorded, **2 of 14 runs** so far")
     assert "12 runs in 6 cells remain" in block
 
@@ -392,7 +393,7 @@ def rebuild_differences(folder: str, tmp_path) -> list:
     """`uwbench leaderboard --rebuild` of a fresh folder holding a copy of ``folder``'s runs.csv and
     curves.csv alone, against ``folder`` by the reports' rule (``report.compare``: text byte for byte,
     figures by pixels within its tolerance; no file missing or left over); empty when there is no diff."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
     from uwbench.report import compare
 
@@ -413,7 +414,7 @@ def test_a_committed_board_rebuilds_from_its_runs_csv_with_no_diff_and_meets_the
 
 
 def test_a_fixture_board_rebuilds_from_its_runs_csv_with_no_diff(tmp_path):
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
 
     board = tmp_path / "leaderboard"
@@ -454,24 +455,25 @@ def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_
     """`--rebuild` (as `--record-baselines` and `--commit-row`) rewrites the board block of the README beside
     the board folder's parent from the folder's files: the rows in the board's order with their numbers, the
     baselines' account and the figure; a README without the markers is left alone."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
-    from uwbench.report import readme_block, readme_board
+    from uwbench.leaderboard import readme as board_readme
+    from uwbench.report import readme_block
 
     folder = tmp_path / "reports" / "leaderboard"
     readme = tmp_path / "README.md"
-    stale = f"# Copy\n\n{readme_board.BEGIN}\nold board\n{readme_board.END}\n\nafter\n"
+    stale = f"# Copy\n\n{board_readme.BEGIN}\nold board\n{board_readme.END}\n\nafter\n"
     readme.write_text(stale, encoding="utf-8")
-    empty = readme_board.render(str(folder), str(tmp_path))
+    empty = board_readme.render(str(folder), str(tmp_path))
     assert empty.startswith("No board is committed yet (`reports/leaderboard/runs.csv` is absent)")
     board, _ = lb.write_board(fixture_board(), str(folder))
     capsys.readouterr()
     assert main(["leaderboard", "--rebuild", "--board", str(folder)]) == 0
     assert f"rewrote the board block of {readme}" in capsys.readouterr().out
     text = readme.read_text(encoding="utf-8")
-    assert text.startswith("# Copy\n\n") and text.endswith(f"{readme_board.END}\n\nafter\n")
-    block = readme_block.current_block(text, readme_board.BEGIN, readme_board.END)
-    assert block == readme_board.render(str(folder), str(tmp_path)) != empty
+    assert text.startswith("# Copy\n\n") and text.endswith(f"{board_readme.END}\n\nafter\n")
+    block = readme_block.current_block(text, board_readme.BEGIN, board_readme.END)
+    assert block == board_readme.render(str(folder), str(tmp_path)) != empty
     assert "old board" not in block and "[`reports/leaderboard/board.md`](reports/leaderboard/board.md)" in block
     assert "**Baselines: 3 of 4 cells converged** (75%" in block and "(reports/leaderboard/pareto.png)" in block
     lines = [[f.strip() for f in x.strip("|").split("|")] for x in block.splitlines()
@@ -493,7 +495,7 @@ def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_
 
 
 def test_show_prints_the_committed_board_and_says_how_to_build_a_missing_one(tmp_path, capsys, monkeypatch):
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
 
     board = tmp_path / "leaderboard"
@@ -522,7 +524,7 @@ def test_show_prints_the_committed_board_and_says_how_to_build_a_missing_one(tmp
 
 
 def test_a_new_row_must_be_made_like_the_baselines():
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     base = snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49], profile="cpu"))
     mine = snapshot(flat("dnc_mine", "copy", D_LOW, [50, 51, 49]))
@@ -549,7 +551,7 @@ def test_a_new_row_must_be_made_like_the_baselines():
 def test_a_column_with_a_longer_budget_is_compared_and_shown_column_by_column():
     """A profile's cell_set may give one column more updates (every row alike): a new row must match the
     baselines column by column, and the board names the column's budget."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     def two(row, low_steps, high_steps):
         runs = (run_rows(row, "copy", D_LOW, [50, 51, 49], profile="cpu", steps=low_steps)
@@ -573,7 +575,7 @@ def test_a_column_with_a_longer_budget_is_compared_and_shown_column_by_column():
 
 
 def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.spec import load_plan
 
     path = lb.writer_study(SUITE, "dnc_every", "dnc", "uniform", {"schedule": "paper"}, str(tmp_path))
@@ -598,7 +600,7 @@ def test_the_new_rows_study_is_the_suite_with_one_group(tmp_path):
 
 def test_the_contract_check_passes_the_builtin_writers_and_names_what_a_broken_one_breaks():
     from uwbench.registry import WRITERS
-    from uwbench.writing import contract
+    from uwbench.leaderboard import contract
 
     for writer in WRITERS.names():
         net = contract._build(contract.probe_config("dnc", {"writer": writer}))[1]
@@ -712,7 +714,7 @@ def _leaderboard(tmp_path, uri, *args, timeout=300):
 
 def _smoke_baselines(folder) -> None:
     """A committed board's snapshot at the smoke profile: the DNC and DNC+UW on copy at T=6, D=1, 2 seeds."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     groups = []
     for row, values, cpu in (("dnc", [20.0, 22.0], 2.0), ("dnc_uw", [30.0, 29.0], 1.0)):
@@ -806,7 +808,7 @@ def front_loaded():
 
 def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_contract(front_loaded):
     from uwbench.theory import uniform_positions
-    from uwbench.writing import contract
+    from uwbench.leaderboard import contract
 
     for n, d in ((21, 1), (21, 4), (21, 7), (41, 3), (41, 15), (7, 1), (5, 3)):
         uw = uniform_positions(n, d)
@@ -821,7 +823,7 @@ def test_the_example_writer_writes_as_often_as_uw_but_earlier_and_keeps_the_cont
 
 
 def test_a_board_says_when_its_rows_ran_at_different_versions_of_the_code():
-    from uwbench.report import board as board_mod
+    from uwbench.leaderboard import board as board_mod
 
     same = board_mod.build(snapshot(flat("dnc", "copy", D_LOW, [50, 51, 49]),
                                     flat("dnc_mine", "copy", D_LOW, [60, 61, 59])))
@@ -837,7 +839,7 @@ def test_a_board_says_when_its_rows_ran_at_different_versions_of_the_code():
 def test_the_reports_index_links_a_board_folder_to_its_board_or_its_progress(tmp_path):
     """A board folder (board.md, or progress.md while its baselines are being recorded) is no study report:
     the reports' index links its page, and the README's results block leaves it out."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.report import index, readme_block
 
     studies = tmp_path / "studies"
@@ -858,7 +860,7 @@ def test_the_reports_index_links_a_board_folder_to_its_board_or_its_progress(tmp
 
 def test_a_study_report_is_refused_in_a_board_folder(tmp_path, capsys):
     """`uwbench report` of the suite into its board folder would replace the board's runs.csv."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
 
     folder = tmp_path / "reports" / "leaderboard"

@@ -230,9 +230,10 @@ def _report_rows():
 
 
 def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tmp_path):
-    from uwbench.report import render, runs as runs_mod, study as study_mod
+    from uwbench import snapshot
+    from uwbench.report import render, study as study_mod
 
-    snap = runs_mod.Snapshot(runs_mod.runs_text(_report_rows()))
+    snap = snapshot.Snapshot(snapshot.runs_text(_report_rows()))
     view = study_mod.load(PARETO_STUDY, snap.runs)
     assert view.objectives == [("eval_accuracy", "maximize"), ("seconds_per_100", "minimize")]
     report = render.build_report(view, snap, str(tmp_path / "pareto_copy"), keep_figures=True)
@@ -255,9 +256,10 @@ def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tm
 
 
 def test_a_single_objective_report_has_no_pareto_section(tmp_path):
-    from uwbench.report import render, runs as runs_mod, study as study_mod
+    from uwbench import snapshot
+    from uwbench.report import render, study as study_mod
 
-    snap = runs_mod.Snapshot.from_dir(os.path.join(ROOT, "reports", "quickstart"))
+    snap = snapshot.Snapshot.from_dir(os.path.join(ROOT, "reports", "quickstart"))
     view = study_mod.load(os.path.join(ROOT, "studies", "quickstart.yaml"), snap.runs)
     assert view.objectives == []
     report = render.build_report(view, snap, str(tmp_path / "quickstart"))

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from uwbench.report import protocols, render, runs, study
+from uwbench import snapshot
+from uwbench.report import protocols, render, study
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
@@ -50,7 +51,7 @@ def report(tmp_path):
     (own / "curves.csv").write_text(curves, encoding="utf-8")
     lines = curves.splitlines(keepends=True)
     (other / "curves.csv").write_text(lines[0] + "".join("w" + line for line in lines[1:]), encoding="utf-8")
-    snap = runs.Snapshot.from_dir(str(own))
+    snap = snapshot.Snapshot.from_dir(str(own))
     return render.build_report(_view(), snap, str(folder)), folder
 
 
@@ -83,13 +84,13 @@ def test_the_collapsed_runs_are_counted_per_cell_and_run_set(report):
 
 
 def test_a_missing_run_set_is_a_clear_error(tmp_path):
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     with pytest.raises(FileNotFoundError, match="decoder writes.*no runs.csv.*protocols:"):
         render.build_report(_view(), snap, str(tmp_path / "fixture_copy"))
 
 
 def test_without_protocols_there_is_no_table(tmp_path):
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
     assert not (tmp_path / "r" / "protocols.md").exists()
     assert protocols.protocol_text(snap.runs) == ""  # the fixture predates the protocol columns
@@ -102,7 +103,7 @@ def test_a_report_still_showing_the_other_run_set_says_so_instead_of_comparing_i
     base = pd.read_csv(os.path.join(FIXTURE, "runs.csv"), dtype=str, keep_default_na=False)
     base["test_accuracy"] = pd.to_numeric(base["test_accuracy"], errors="coerce")
     _with_protocol(base, writes=True).to_csv(other / "runs.csv", index=False)
-    snap = runs.Snapshot.from_dir(str(other))  # the report's own runs are the other set's
+    snap = snapshot.Snapshot.from_dir(str(other))  # the report's own runs are the other set's
     render.build_report(_view(), snap, str(folder))
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "**Protocols side by side.** This report's runs are the run set 'decoder writes'" in text
@@ -114,8 +115,8 @@ def test_the_protocols_figure_draws_every_seed_of_every_run_set_and_the_readme_s
     rep, folder = report
     assert (folder / "protocols.png").stat().st_size > 0
     assert "![" in (text := (folder / "README.md").read_text(encoding="utf-8")) and "(protocols.png)" in text
-    own = runs.Snapshot.from_dir(str(folder))  # the report's own snapshot, as written
-    other = runs.Snapshot.from_dir(str(folder / "decoder_writes"))
+    own = snapshot.Snapshot.from_dir(str(folder))  # the report's own snapshot, as written
+    other = snapshot.Snapshot.from_dir(str(folder / "decoder_writes"))
     pts = protocols.points(_view(), protocols.RunSet("read-only decoder", own.runs, own.curves),
                            [protocols.RunSet("decoder writes", other.runs, other.curves, "decoder_writes")])
     summary = rep.summary.set_index("cell")
@@ -128,7 +129,7 @@ def test_the_protocols_figure_draws_every_seed_of_every_run_set_and_the_readme_s
 
 
 def test_without_other_run_sets_there_is_no_protocols_figure(tmp_path):
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
     assert not (tmp_path / "r" / "protocols.png").exists()
     assert protocols.points(_view(), protocols.RunSet("own", snap.runs, snap.curves), []) is None

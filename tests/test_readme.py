@@ -20,8 +20,9 @@ import shutil
 
 import pytest
 
-from uwbench.leaderboard import is_board_folder
-from uwbench.report import readme_block, readme_board
+from uwbench.snapshot.folders import is_board_folder
+from uwbench.leaderboard import readme as board_readme
+from uwbench.report import readme_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -45,9 +46,9 @@ def test_the_readme_results_block_is_what_uwbench_report_writes_from_the_committ
 def test_the_readme_board_block_is_what_uwbench_leaderboard_writes_from_the_committed_board():
     with open(README, encoding="utf-8") as f:
         text = f.read()
-    block = readme_block.current_block(text, readme_board.BEGIN, readme_board.END)
-    assert block is not None, f"README.md has no board block ({readme_board.BEGIN!r} ... {readme_board.END!r})"
-    expected = readme_board.render(os.path.join(REPORTS, "leaderboard"), ROOT)
+    block = readme_block.current_block(text, board_readme.BEGIN, board_readme.END)
+    assert block is not None, f"README.md has no board block ({board_readme.BEGIN!r} ... {board_readme.END!r})"
+    expected = board_readme.render(os.path.join(REPORTS, "leaderboard"), ROOT)
     assert block == expected, "README.md's board block is stale: rewrite it with `uwbench leaderboard --rebuild`"
 
 
@@ -115,7 +116,7 @@ def test_the_block_counts_cpu_core_hours_from_the_runs_own_cpu_seconds(tmp_path)
     """CPU seconds per 100 updates × updates / 100 (a trial's updates from its timings), not wall × threads."""
     import pandas as pd
 
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot
 
     folder = tmp_path / "reports" / "quickstart"
     folder.mkdir(parents=True)
@@ -124,13 +125,13 @@ def test_the_block_counts_cpu_core_hours_from_the_runs_own_cpu_seconds(tmp_path)
              "profile": "cpu", "steps": steps, "mean_seconds_per_100": 4.0, "mean_cpu_seconds_per_100": 2.0,
              "train_seconds": 4.0 * 18, "eval_seconds": 100.0, "torch_threads": 1}
             for seed, role, steps in ((0, "trial", None), (1, "final", 3600), (2, "final", 3600))]
-    (folder / "runs.csv").write_text(runs_mod.runs_text(rows), encoding="utf-8")
+    (folder / "runs.csv").write_text(snapshot.runs_text(rows), encoding="utf-8")
     (e,) = readme_block.entries(str(tmp_path / "reports"), STUDIES)
     # the trial: 1,800 updates (72 s / 4 s per 100) × 2 CPU s per 100 = 36 s; each final run 72 s
     assert e["cpu_hours"] == pytest.approx((36 + 72 + 72) / 3600)
     assert e["runs"] == 3 and e["trials"] == 1 and e["steps"] == [3600] and e["profiles"] == ["cpu"]
     frame = pd.DataFrame(rows).drop(columns=["mean_cpu_seconds_per_100"])
-    (folder / "runs.csv").write_text(runs_mod.runs_text(frame.to_dict("records")), encoding="utf-8")
+    (folder / "runs.csv").write_text(snapshot.runs_text(frame.to_dict("records")), encoding="utf-8")
     (e,) = readme_block.entries(str(tmp_path / "reports"), STUDIES)
     assert e["cpu_hours"] is None  # not recorded: never replaced by wall time
     assert "| not recorded" in readme_block.render(str(tmp_path / "reports"), STUDIES, str(tmp_path))

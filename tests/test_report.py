@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from uwbench.report import figures, formats, index, render, runs, study, tables, timing
+from uwbench import snapshot
+from uwbench.report import figures, formats, index, render, study, tables, timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
@@ -33,7 +34,7 @@ def fixture_view():
 @pytest.fixture(scope="module")
 def fixture_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reports") / "fixture_copy"
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     return render.build_report(fixture_view(), snap, str(folder), keep_figures=True)
 
 
@@ -122,10 +123,10 @@ def test_text_writers_escape():
 
 def test_snapshot_text_is_stable():
     text = open(os.path.join(FIXTURE, "runs.csv"), encoding="utf-8").read()
-    snap = runs.Snapshot(text)
-    again = runs.runs_text(snap.runs.to_dict("records"))
+    snap = snapshot.Snapshot(text)
+    again = snapshot.runs_text(snap.runs.to_dict("records"))
     assert again == text  # parse -> format gives the same bytes
-    assert runs.format_value(0.1) == "0.1" and runs.format_value(3.0) == "3" and runs.format_value(float("nan")) == ""
+    assert snapshot.format_value(0.1) == "0.1" and snapshot.format_value(3.0) == "3" and snapshot.format_value(float("nan")) == ""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ def test_heatmap_from_a_model_trace():
 
 
 def test_rebuild_is_byte_identical(fixture_report, tmp_path):
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     again = render.build_report(fixture_view(), snap, str(tmp_path / "fixture_copy"))
     names = _files(fixture_report.folder)
     assert names == _files(again.folder)
@@ -208,7 +209,7 @@ def test_rebuild_is_byte_identical(fixture_report, tmp_path):
     assert not mismatch and not errors
     # a rebuild from the report's own snapshot, in place, changes nothing either
     before = {n: open(os.path.join(again.folder, n), "rb").read() for n in names}
-    render.build_report(fixture_view(), runs.Snapshot.from_dir(again.folder), again.folder)
+    render.build_report(fixture_view(), snapshot.Snapshot.from_dir(again.folder), again.folder)
     assert {n: open(os.path.join(again.folder, n), "rb").read() for n in names} == before
     with open(os.path.join(again.folder, "README.md"), encoding="utf-8") as f:
         readme = f.read()
@@ -232,7 +233,7 @@ def test_stale_figures_are_removed(tmp_path):
     (folder / "memory_copy_t9_d9_dnc_gru.png").write_bytes(b"x")
     (folder / "old_figure.png").write_bytes(b"x")
     (folder / "keep.txt").write_text("not generated")
-    render.build_report(fixture_view(), runs.Snapshot.from_dir(FIXTURE), str(folder))
+    render.build_report(fixture_view(), snapshot.Snapshot.from_dir(FIXTURE), str(folder))
     assert not (folder / "memory_copy_t9_d9_dnc_gru.png").exists()
     assert (folder / "old_figure.png").exists() and (folder / "keep.txt").exists()
 
@@ -259,7 +260,7 @@ def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_
     printed = capsys.readouterr().out
     assert "quickstart: 3/3 cells run" in printed and "report.html" in printed
     folder = out / "quickstart"
-    snap = runs.Snapshot.from_dir(str(folder))
+    snap = snapshot.Snapshot.from_dir(str(folder))
     cells = ["dnc-cached_uniform-D2-L2", "dnc-regular-D2", "dnc-uniform-D2"]
     assert sorted(set(snap.runs["cell"])) == cells and set(snap.runs["role"]) == {"trial", "final"}
     assert set(snap.runs["profile"]) == {"smoke"} and snap.runs["lr"].notna().all()
@@ -310,11 +311,11 @@ def test_report_all_uses_committed_snapshots_and_lists_unrun_studies(tmp_path, c
     # a committed snapshot of report_tiny (the fixture's runs relabelled) and no MLflow store at all
     folder = out / "report_tiny"
     folder.mkdir(parents=True)
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     rows = snap.runs[snap.runs["cell"].isin(["lstm-copy-T50"])].to_dict("records")
     for r in rows:
         r.update(study="report_tiny", cell="lstm")
-    (folder / "runs.csv").write_text(runs.runs_text(rows))
+    (folder / "runs.csv").write_text(snapshot.runs_text(rows))
     uri = f"sqlite:///{tmp_path / 'absent' / 'mlflow.db'}"
     assert main(["report", "--all", "--studies-dir", str(studies_dir), "--out", str(out),
                  "--tracking-uri", uri]) == 0
@@ -452,7 +453,7 @@ def test_regression_study_reports_mse(tmp_path):
                          "test_mse": base + 0.01 * seed, "best_eval_mse": base, "mean_seconds_per_100": 5.0})
     view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [
         {"id": "dnc-sin", "paper": 1.05}, {"id": "dnc_uw-sin", "paper": 0.44}]})
-    rep = render.build_report(view, runs.Snapshot(runs.runs_text(rows)), str(tmp_path / "reg"), keep_figures=True)
+    rep = render.build_report(view, snapshot.Snapshot(snapshot.runs_text(rows)), str(tmp_path / "reg"), keep_figures=True)
     md = open(os.path.join(rep.folder, "accuracy.md"), encoding="utf-8").read()
     assert "Test MSE" in md and "1.055 ± 0.007 (n=2)" in md and "%" not in md
     assert rep.status == tables.MATCHES and "theory_bound" not in rep.figures
@@ -478,7 +479,7 @@ def test_time_table_shows_cpu_seconds_when_the_snapshot_has_them(tmp_path):
         return out
 
     view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [{"id": "dnc-sin"}, {"id": "dnc_uw-sin"}]})
-    rep = render.build_report(view, runs.Snapshot(runs.runs_text(rows(True))), str(tmp_path / "a"))
+    rep = render.build_report(view, snapshot.Snapshot(snapshot.runs_text(rows(True))), str(tmp_path / "a"))
     md = open(os.path.join(rep.folder, "time.md"), encoding="utf-8").read()
     header = next(line for line in md.splitlines() if line.startswith("| Model"))
     assert "| CPU s / 100 |" in header and "6.25" in md and "4.75" in md
@@ -490,8 +491,8 @@ def test_time_table_shows_cpu_seconds_when_the_snapshot_has_them(tmp_path):
     assert "cpu_sec100_mean" in open(os.path.join(rep.folder, "time.csv"), encoding="utf-8").readline()
     text = open(os.path.join(rep.folder, "README.md"), encoding="utf-8").read()
     assert "× each run's threads" in text  # the snapshot records the thread count
-    old = pd.read_csv(io.StringIO(runs.runs_text(rows(False)))).drop(columns=["mean_cpu_seconds_per_100"])
-    rep = render.build_report(view, runs.Snapshot(old.to_csv(index=False)), str(tmp_path / "b"))
+    old = pd.read_csv(io.StringIO(snapshot.runs_text(rows(False)))).drop(columns=["mean_cpu_seconds_per_100"])
+    rep = render.build_report(view, snapshot.Snapshot(old.to_csv(index=False)), str(tmp_path / "b"))
     md = open(os.path.join(rep.folder, "time.md"), encoding="utf-8").read()
     assert "CPU s / 100" not in md and "9.50 ± 0.71" in md and "6.50 ± 0.71" in md
 
@@ -507,7 +508,7 @@ def test_trace_targets_prefer_writer_comparisons():
         rows.append({"cell": f"{model}_{writer}-{task}", "role": "final", "status": "finished", "seed": 0,
                      "run_id": f"r{i}", "task": task, "model": model, "controller": "ln_lstm", "writer": writer,
                      "seq_len": 50, "memory_size": 4})
-    frame = runs.Snapshot(runs.runs_text(rows)).runs
+    frame = snapshot.Snapshot(snapshot.runs_text(rows)).runs
     old = traces.MAX_GROUPS
     traces.MAX_GROUPS = 2
     try:
@@ -546,8 +547,8 @@ def test_a_regression_trace_keeps_the_sequence_and_the_report_draws_it(tmp_path)
              "task": "sinusoid", "model": "dnc", "controller": "ln_lstm", "writer": w, "seq_len": 12,
              "memory_size": 3, "test_mse": 1.0, "best_eval_mse": 1.0, "mean_seconds_per_100": 1.0}
             for c, w in (("dnc_uw-sin", "uniform"), ("dnc-sin", "regular"))]
-    snap = runs.Snapshot(runs.runs_text(rows), "",
-                         runs.traces_text({c: {"run_id": c, "arrays": arrays} for c in ("dnc-sin", "dnc_uw-sin")}))
+    snap = snapshot.Snapshot(snapshot.runs_text(rows), "",
+                         snapshot.traces_text({c: {"run_id": c, "arrays": arrays} for c in ("dnc-sin", "dnc_uw-sin")}))
     view = study.from_mapping({"id": "reg", "metric": "mse", "cells": [{"id": "dnc-sin"}, {"id": "dnc_uw-sin"}]})
     rep = render.build_report(view, snap, str(tmp_path / "reg"), keep_figures=True)
     (name,) = [n for n in rep.figures if n.startswith("sequences_")]
@@ -559,7 +560,7 @@ def test_a_regression_trace_keeps_the_sequence_and_the_report_draws_it(tmp_path)
     gates = [a for a in fig.axes if a.get_ylabel() == "write gate"]
     assert len(gates) == 2 and all(len(a.patches) == 18 for a in gates)
     assert os.path.exists(os.path.join(rep.folder, name + ".png"))
-    again = runs.Snapshot.from_dir(rep.folder)  # the sequence survives traces.csv
+    again = snapshot.Snapshot.from_dir(rep.folder)  # the sequence survives traces.csv
     got = again.traces()["dnc-sin"]["arrays"]["series_output"]
     assert got == pytest.approx(arrays["series_output"], rel=1e-4, abs=1e-6)  # traces.csv keeps 6 decimals
 
@@ -581,7 +582,7 @@ def test_ratio_and_time_figures_draw_a_curve_per_writer_and_cache_size_over_seve
                              "lr": 1e-3, "clip": 10.0, "test_accuracy": 0.5 + 0.05 * d + 0.01 * seed,
                              "best_eval_accuracy": 0.5, "mean_seconds_per_100": (3.0 if writer == "regular" else 2.0) + d})
     view = study.from_mapping({"id": "grid", "metric": "accuracy", "cells": cells})
-    snap = runs.Snapshot(runs.runs_text(rows))
+    snap = snapshot.Snapshot(snapshot.runs_text(rows))
     rep = render.build_report(view, snap, str(tmp_path / "grid"), keep_figures=True)
 
     ax = rep.figures["accuracy_vs_ratio"].axes[0]
@@ -649,7 +650,7 @@ def test_the_index_names_a_time_claim_timed_on_wall_seconds_so(tmp_path):
 def test_an_interrupted_run_makes_its_cell_incomplete_not_failed():
     """A run ended KILLED by an interruption (it resumes) is not a failure: a cell whose final runs are
     all interrupted reads incomplete, and an interrupted seed beside finished ones is not counted failed."""
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     frame = snap.runs.copy()
     failed = (frame["cell"] == "dnc-copy-T100") & (frame["status"] == "failed")
     assert failed.any()

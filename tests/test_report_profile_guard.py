@@ -12,7 +12,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from uwbench.report import guard, runs
+from uwbench import snapshot
+from uwbench.report import guard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -23,11 +24,11 @@ TINY_STUDY = os.path.join(FIXTURE, "studies", "report_tiny.yaml")
 def _committed(folder, profile: str) -> bytes:
     """A committed report of ``profile`` for report_tiny: the fixture's runs, relabelled."""
     folder.mkdir(parents=True)
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     rows = snap.runs[snap.runs["cell"].isin(["lstm-copy-T50"])].to_dict("records")
     for r in rows:
         r.update(study="report_tiny", cell="lstm", profile=profile)
-    text = runs.runs_text(rows)
+    text = snapshot.runs_text(rows)
     (folder / "runs.csv").write_text(text, encoding="utf-8")
     # a report's README, as `uwbench report` marks it (a folder of someone else's files is refused earlier)
     (folder / "README.md").write_text(f"{guard.GENERATED_MARKER} -->\nthe committed {profile} report\n",

@@ -134,7 +134,7 @@ def test_a_run_that_reads_back_otherwise_is_refused(committed, tmp_path, monkeyp
 def test_what_cannot_be_restored_is_named(committed, tmp_path, tracking_uri):
     from uwbench.spec import load_plan
     from uwbench.sweeps.restore import RestoreError, candidates, restore
-    from uwbench.report.runs import Snapshot
+    from uwbench.snapshot import Snapshot
 
     uri = tracking_uri
     with pytest.raises(RestoreError, match="only faithful studies"):

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from uwbench.report import render, runs, search, study, tables
+from uwbench import snapshot
+from uwbench.report import render, search, study, tables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICKSTART = os.path.join(os.path.dirname(HERE), "studies", "quickstart.yaml")
@@ -75,7 +76,7 @@ def journal(tmp_path_factory):
 
 
 def _analyse(rows, folder, storage=None, view=None):
-    snap = runs.Snapshot(runs.runs_text(rows))
+    snap = snapshot.Snapshot(snapshot.runs_text(rows))
     view = view or study.load(QUICKSTART, snap.runs)
     summary = tables.summarize(view, snap.runs)
     os.makedirs(folder, exist_ok=True)
@@ -195,7 +196,7 @@ def test_only_tuned_studies_get_the_section(journal, tmp_path):
 
 
 def test_tuned_report_has_the_search_section(journal, tmp_path):
-    snap = runs.Snapshot(runs.runs_text(journal["rows"]))
+    snap = snapshot.Snapshot(snapshot.runs_text(journal["rows"]))
     view = study.load(QUICKSTART, snap.runs)
     folder = tmp_path / "quickstart"
     rep = render.build_report(view, snap, str(folder), search_storage=journal["url"])
@@ -207,7 +208,7 @@ def test_tuned_report_has_the_search_section(journal, tmp_path):
     assert str(folder / "importance.csv") in rep.files
     # rebuilt from its runs.csv without the storage: the same bytes
     before = {n: (folder / n).read_bytes() for n in os.listdir(folder)}
-    render.build_report(view, runs.Snapshot.from_dir(str(folder)), str(folder))
+    render.build_report(view, snapshot.Snapshot.from_dir(str(folder)), str(folder))
     assert {n: (folder / n).read_bytes() for n in os.listdir(folder)} == before
 
 

@@ -47,7 +47,8 @@ def _records(cell_id, with_eval: bool):
 
 def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracking_uri):
     from uwbench.config import flatten
-    from uwbench.report import runs, study, tables
+    from uwbench import snapshot
+    from uwbench.report import study, tables
     from uwbench.spec import load_plan
     from uwbench.sweeps import common, display
     from uwbench.tracking.mlflow import Run, client
@@ -85,7 +86,7 @@ def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracki
     assert parent.metrics["n_final"] == 2
 
     # the report, from the same MLflow runs
-    snap = runs.from_mlflow(plan.id, uri, with_curves=False)
+    snap = snapshot.from_mlflow(plan.id, uri, with_curves=False)
     view = study.load(str(path), snap.runs)
     summary = tables.summarize(view, snap.runs)
     assert summary.loc[0, "lr"] == pytest.approx(1e-3)
@@ -137,14 +138,15 @@ def test_best_point_ties_go_to_the_first_point_in_sorted_order():
 def test_curves_and_traces_show_the_runs_that_count():
     import pandas as pd
 
-    from uwbench.report import figures, runs, traces
+    from uwbench import snapshot
+    from uwbench.report import figures, traces
 
     rows = [{"study": "s", "cell": "dnc-uniform", "role": "final", "status": "finished", "seed": seed,
              "run_id": f"r{len(RUNS) - 1 - i}", "task": "copy", "model": "dnc", "controller": "ln_lstm", "writer": "uniform",
              "seq_len": 8, "memory_size": 2, "lr": lr, "clip": 10.0,
              "search_params": json.dumps({"train.lr": lr}), "best_eval_accuracy": ev, "test_accuracy": te}
             for i, (lr, seed, ev, te) in enumerate(RUNS)]
-    frame = runs.Snapshot(runs.runs_text(rows)).runs
+    frame = snapshot.Snapshot(snapshot.runs_text(rows)).runs
     assert sorted(selection.counted_runs(frame)["run_id"]) == ["r2", "r3"]  # the best-eval point
     curves = pd.DataFrame([{"run_id": f"r{i}", "metric": "eval_accuracy", "step": 1, "value": 0.5}
                            for i in range(len(RUNS))])

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from uwbench.report import regime, render, runs, stats, study, tables, verdicts
+from uwbench import snapshot
+from uwbench.report import regime, render, stats, study, tables, verdicts
 from uwbench.report.regime import Regime
 from uwbench.report.compute import compute
 from uwbench.report.verdicts import INCONCLUSIVE, NO, NOT_TESTABLE, YES, Claim, Side
@@ -105,7 +106,7 @@ def test_welch_and_holm_against_hand_computed_values():
 def test_orderings_per_paper_table_column():
     with open(os.path.join(FIXTURE, "study.yaml"), encoding="utf-8") as f:
         view = study.from_mapping(yaml.safe_load(f), "studies/fixture_copy.yaml")
-    snap = runs.Snapshot.from_dir(FIXTURE)
+    snap = snapshot.Snapshot.from_dir(FIXTURE)
     summary = tables.summarize(view, snap.runs)
     found = {o.column: o for o in verdicts.orderings(tables.paper_tables(summary, view))}
     assert set(found) == {"T=50", "T=100"}
@@ -358,7 +359,7 @@ def test_compute_from_runs_and_curves():
 def test_report_has_the_verdicts_section(tmp_path):
     with open(os.path.join(FIXTURE, "study.yaml"), encoding="utf-8") as f:
         view = study.from_mapping(yaml.safe_load(f), "studies/fixture_copy.yaml")
-    rep = render.build_report(view, runs.Snapshot.from_dir(FIXTURE), str(tmp_path / "fixture_copy"))
+    rep = render.build_report(view, snapshot.Snapshot.from_dir(FIXTURE), str(tmp_path / "fixture_copy"))
     readme = (tmp_path / "fixture_copy" / "README.md").read_text()
     assert "## Verdicts" in readme and "Kendall's τ-b" in readme and "**Compute.**" in readme
     assert readme.index("## Verdicts") < readme.index("## Figures")

@@ -6,7 +6,7 @@ HELP = "rank a plugin writer or memory model against regular, UW, CUW and RW wri
 
 
 def add_arguments(p) -> None:
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                    help="the plugin that registers the writer or model: a module (mypkg.mywriter) or a .py file "
@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("--suite", default=lb.SUITE, help=f"the suite's study file (default {lb.SUITE})")
     p.add_argument("--min-converged", type=float, default=None, metavar="SHARE",
                    help="with --record-baselines: the share of baseline cells that must have converged for the "
-                        "board to be written (default: the rule of a committed board, uwbench.report.board."
+                        "board to be written (default: the rule of a committed board, uwbench.leaderboard.board."
                         "MIN_CONVERGED); "
                         "a lower one only to try the commands, e.g. at --profile smoke, where nothing converges")
     p.add_argument("--commit-row", action="store_true",
@@ -80,7 +80,7 @@ def _show(args) -> int:
 def _rebuild(args) -> int:
     import os
 
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     snap = lb.read_board(args.board)
     if snap is not None and not os.path.exists(os.path.join(args.board, "board.md")):
@@ -98,21 +98,21 @@ def _rebuild(args) -> int:
 
 def _refresh_readme(folder: str) -> None:
     """The board block of the README beside the board folder's parent, rewritten from the folder's files."""
-    from uwbench.report import readme_board
+    from uwbench.leaderboard import readme as board_readme
 
-    path = readme_board.refresh(folder)
+    path = board_readme.refresh(folder)
     if path:
         print(f"rewrote the board block of {path}")
 
 
 def _record(args) -> int:
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     snap = lb.study_snapshot(args.suite, args.profile, args.tracking_uri)
     if len(snap.runs) == 0:
         raise ValueError(f"MLflow holds no run of {args.suite} at profile {args.profile or 'default'}: sweep it "
                          f"first (`uwbench sweep {args.suite} --workers 2`)")
-    from uwbench.report.board import MIN_CONVERGED
+    from uwbench.leaderboard.board import MIN_CONVERGED
 
     minimum = MIN_CONVERGED if args.min_converged is None else args.min_converged
     base = lb.read_board(args.board)
@@ -145,7 +145,7 @@ def _record(args) -> int:
 
 def _in_progress(args) -> str:
     """What a board folder whose baselines are still being recorded says (runs.csv, no board yet)."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     missing, total = lb.missing_runs(lb.read_board(args.board), args.suite, args.profile)
     return (f"no board at {args.board} yet: its baselines are being recorded, {total - len(missing)} of {total} runs "
@@ -172,9 +172,9 @@ def _settings(assignments) -> dict:
 def _benchmark(args) -> int:
     import os
 
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
     from uwbench.spec.plugins import import_plugins
-    from uwbench.writing import contract
+    from uwbench.leaderboard import contract
 
     for ref in args.plugin:
         lb.load_plugin(ref)
@@ -210,7 +210,8 @@ def _benchmark(args) -> int:
         lb.write_board(merged, args.board)
         print(f"row {name} added to {args.board}")
         _refresh_readme(args.board)
-    from uwbench.report import board_render, formats
+    from uwbench.leaderboard import render as board_render
+    from uwbench.report import formats
 
     print(formats.to_markdown(board_render.board_table(board)), end="")
     if board.baseline_cells:  # how many baseline cells converged, and which columns count

@@ -92,7 +92,8 @@ def _write(args) -> int:
         paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))
     if not paths:
         raise ValueError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
+    from uwbench.snapshot.folders import is_board_folder
     from uwbench import spec as spec_mod
     from uwbench.report.guard import ProfileClashError
     from uwbench.tracking import mlflow as tracking
@@ -106,7 +107,7 @@ def _write(args) -> int:
             except spec_mod.SpecError as exc:
                 print(f"skipped {path}: {exc}")
                 continue
-            if os.path.abspath(path) == os.path.abspath(lb.SUITE) or lb.is_board_folder(os.path.join(args.out, sid)):
+            if os.path.abspath(path) == os.path.abspath(lb.SUITE) or is_board_folder(os.path.join(args.out, sid)):
                 print(f"{sid}: the leaderboard's suite: `uwbench leaderboard --rebuild` writes its board")
                 continue
             has_csv = os.path.exists(os.path.join(args.out, sid, "runs.csv"))

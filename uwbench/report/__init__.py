@@ -2,9 +2,14 @@
 
 ``report_study("studies/quickstart.yaml")`` reads the study's runs from MLflow (or, when MLflow has none,
 from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index
-``reports/README.md``. Modules: ``runs`` (the snapshot), ``study`` (the spec as the report sees it),
-``tables``, ``figures``, ``traces`` (memory traces from checkpoints), ``verdicts`` (the paper's claims and
-orderings checked), ``search`` (search analysis of tuned studies), ``render`` (files, README, HTML).
+``reports/README.md``. Modules: ``study`` (the spec as the report sees it), ``tables``, ``figures``,
+``traces`` (memory traces from checkpoints), ``verdicts`` (the paper's claims and orderings checked),
+``search`` (search analysis of tuned studies), ``render`` (files, README, HTML), ``index`` and
+``readme_block`` (the reports' index and the README's results block).
+
+Layers: a report is computed from a snapshot (``uwbench.snapshot``, below); its search analysis reads the
+Optuna storage a sweep kept (``uwbench.sweeps``, below); the leaderboard (``uwbench.leaderboard``) is above
+and never imported here: a board's folder is only told apart (``snapshot.folders``) and left alone.
 """
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
     """
     from uwbench import spec as spec_mod
-    from uwbench.report import guard, index as index_mod, render, runs as runs_mod, study as study_mod
+    from uwbench import snapshot as snap_mod
+    from uwbench.report import guard, index as index_mod, render, study as study_mod
 
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -43,7 +49,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
         spec_mod.expand(spec, profile, path, overrides=overrides)
     study_id = spec.id
     folder = os.path.join(out, study_id)
-    from uwbench.leaderboard import is_board_folder
+    from uwbench.snapshot.folders import is_board_folder
 
     if is_board_folder(folder):  # its runs.csv is the board's (every row's runs, or the baselines so far)
         raise ValueError(f"{folder} is a leaderboard folder (board.md or progress.md): a study report there would "
@@ -62,13 +68,13 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
                 notes.append(note)
                 return kept
 
-            snap = runs_mod.from_mlflow(study_id, tracking_uri, select=select)
+            snap = snap_mod.from_mlflow(study_id, tracking_uri, select=select)
             for note in filter(None, notes):
                 log(f"{study_id}: {note}")
             if traces:
                 view = study_mod.load(path, snap.runs, overrides)
                 found = _collect_traces(snap, [c.id for c in view.cells], tracking_uri, log)
-                snap = runs_mod.Snapshot(snap.runs_csv, snap.curves_csv, runs_mod.traces_text(found))
+                snap = snap_mod.Snapshot(snap.runs_csv, snap.curves_csv, snap_mod.traces_text(found))
             log(f"{study_id}: {len(snap.runs)} runs from MLflow ({tracking.resolve_uri(tracking_uri)})")
             from uwbench.report import search
 
@@ -78,12 +84,12 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
                                     f"run `uwbench sweep {path}` first (or `--tracking-uri`)")
     if snap is None and source in ("auto", "csv"):
         if os.path.exists(os.path.join(folder, "runs.csv")):
-            snap = runs_mod.Snapshot.from_dir(folder)
+            snap = snap_mod.Snapshot.from_dir(folder)
             log(f"{study_id}: {len(snap.runs)} runs from {os.path.join(folder, 'runs.csv')}")
         elif source == "csv":
             raise FileNotFoundError(f"no {os.path.join(folder, 'runs.csv')}: build the report from MLflow first")
     if snap is None:
-        snap = runs_mod.Snapshot(runs_mod.runs_text([]))
+        snap = snap_mod.Snapshot(snap_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
     _check_replaceable(folder, render.GENERATED, OTHER_OUT)
     guard.check(folder, snap.runs, force)
@@ -102,19 +108,20 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
                     log: Callable[[str], None] = print, force: bool = False):
     """Rebuild a report from a ``runs.csv`` snapshot (and its sibling curves.csv / traces.csv), no MLflow.
 
-    The snapshot is checked before anything is written (``runs.check_snapshot_text``). ``out`` None: the
+    The snapshot is checked before anything is written (``snapshot.check_snapshot_text``). ``out`` None: the
     report is written beside the snapshot, in its own folder, never anywhere else; the index of the folder
     above is rewritten only when that folder is a reports folder (its README.md is uwbench's index) and the
     snapshot's folder is named by its study; a folder with files of its own that the report would replace
     or remove (not a report folder) is refused. ``out`` given: ``<out>/<id>/`` and the index ``<out>/README.md``.
     A folder holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
     """
-    from uwbench.report import guard, index as index_mod, render, runs as runs_mod
+    from uwbench import snapshot as snap_mod
+    from uwbench.report import guard, index as index_mod, render
 
     src = os.path.dirname(os.path.abspath(csv_path))
     if os.path.basename(csv_path) != "runs.csv":
         raise ValueError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")
-    snap = runs_mod.Snapshot.from_dir(src)
+    snap = snap_mod.Snapshot.from_dir(src)
     view = render.study_for_snapshot(snap, studies_dir, src)
     if out is None:
         folder, root = src, os.path.dirname(src)

@@ -1,6 +1,6 @@
 """The text forms of the report: one ``Table`` object, written as Markdown, CSV rows, LaTeX (booktabs) and
 HTML, and the number and name formats they share (no tabulate, no Styler: the text is ours, so it is
-stable across library versions). The snapshot's own CSV text (``runs.csv``) is ``uwbench.report.runs``'s."""
+stable across library versions). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
 from __future__ import annotations
 
 import html

@@ -11,13 +11,13 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench import atomic
-from uwbench.leaderboard import is_board_folder
+from uwbench.snapshot.folders import BOARD_PAGE, PROGRESS_FILE, is_board_folder
 from uwbench.report import formats, tables, verdicts
 from uwbench.report import readme_block
 from uwbench.report.readme_block import as_timed, claim_text
 from uwbench.report import regime as regime_mod
 from uwbench.report.render import headline
-from uwbench.report.runs import Snapshot
+from uwbench.snapshot import Snapshot
 from uwbench.report.study import StudyView, from_runs
 from uwbench.report.study import load as load_study
 
@@ -62,10 +62,8 @@ def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str
 def _board_entry(spec, folder: str) -> Dict[str, str]:
     """The index's line for a leaderboard folder: a link to its board, or to its progress while the baselines
     are being recorded."""
-    from uwbench import leaderboard as lb
-
-    done = os.path.exists(os.path.join(folder, "board.md"))
-    page = "board.md" if done else lb.PROGRESS_FILE
+    done = os.path.exists(os.path.join(folder, BOARD_PAGE))
+    page = BOARD_PAGE if done else PROGRESS_FILE
     return {"id": spec.id, "title": spec.title, "headline": "", "cells": "",
             "status": "leaderboard" if done else "baselines being recorded", "claims": "",
             "link": f"{os.path.basename(folder)}/{page}"}

@@ -17,7 +17,7 @@ from typing import List, Optional
 import pandas as pd
 
 from uwbench.report import formats, regime as regime_mod, stats, tables
-from uwbench.report.runs import Snapshot
+from uwbench.snapshot import Snapshot
 from uwbench.report.study import StudyView
 from uwbench.report.verdicts import cell_regimes
 

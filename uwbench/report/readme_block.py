@@ -76,7 +76,7 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
     """One entry per study file whose report folder under ``root`` has a ``runs.csv`` (leaderboard boards
     are left out: ``uwbench leaderboard`` writes them)."""
     from uwbench import spec as spec_mod
-    from uwbench.leaderboard import is_board_folder
+    from uwbench.snapshot.folders import is_board_folder
 
     out = []
     for path in sorted(glob.glob(os.path.join(studies_dir, "*.yaml"))):

@@ -31,7 +31,7 @@ import pandas as pd
 
 from uwbench import atomic
 from uwbench.report import figures, formats, pareto, protocols, search, tables, timing, verdicts
-from uwbench.report.runs import INTERRUPTED, Snapshot, to_csv_text
+from uwbench.snapshot import INTERRUPTED, Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint

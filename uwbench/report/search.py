@@ -30,7 +30,7 @@ import pandas as pd
 
 from uwbench import atomic, metrics
 from uwbench.report import formats, search_figures, tables
-from uwbench.report.runs import format_value
+from uwbench.snapshot import format_value
 from uwbench.report.study import StudyView
 
 MIN_TRIALS = 2  # finished trials a cell needs for importance and figures
@@ -456,7 +456,7 @@ def ranking(analysis: SearchAnalysis) -> Dict[str, List[str]]:
 
 def write_tables(analysis: SearchAnalysis, folder: str, files: List[str]) -> None:
     """``importance.md`` and ``importance.csv`` (the long form: cell, param, importance, rank)."""
-    from uwbench.report.runs import to_csv_text
+    from uwbench.snapshot import to_csv_text
 
     t = analysis.table
     md = os.path.join(folder, "importance.md")

@@ -16,12 +16,11 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import pandas as pd
 
-from uwbench.report.runs import RESTORED_RUN_ID  # the tag of a run restored from a snapshot
+from uwbench.snapshot.columns import RESTORED_RUN_ID, RESTORED_TRACE  # the tag and artifact of a restored run
 
 MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
 TRACE_SAMPLES = 1  # sequences traced per cell
-RESTORED_TRACE = "restored/trace.csv"  # a run restored from a snapshot (``uwbench restore``): its traces.csv rows
 
 
 def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc", "ntm")) -> Dict[str, str]:
@@ -72,7 +71,7 @@ def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], s
 def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Dict]:
     """The arrays of a run restored from a snapshot (``uwbench restore``), which kept its trace's rows as an
     artifact; None for a run with weights (every trained run)."""
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
     from uwbench.tracking import mlflow as tracking
 
     run = tracking.get_run(run_id, uri)
@@ -80,7 +79,7 @@ def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Di
         return None
     path = tracking.download_artifact(run_id, RESTORED_TRACE, uri, folder)
     with open(path, encoding="utf-8") as f:
-        snap = runs_mod.Snapshot(runs_mod.runs_text([]), traces=f.read())
+        snap = snap_mod.Snapshot(snap_mod.runs_text([]), traces=f.read())
     entries = list(snap.traces().values())
     if not entries:
         raise ValueError(f"restored run {run_id} holds an empty {RESTORED_TRACE}")

@@ -44,7 +44,7 @@ from uwbench.report import regime as regime_mod
 from uwbench.report.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
 from uwbench.report.compute import Compute, compute
 from uwbench.report.regime import Regime
-from uwbench.report.runs import to_csv_text
+from uwbench.snapshot import to_csv_text
 from uwbench.report.study import StudyView
 
 YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable at this budget"

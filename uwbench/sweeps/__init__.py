@@ -1,3 +1,6 @@
 """Sweeps: a study spec (``uwbench.spec``) run by ``driver`` with an engine from ``backends`` (Optuna or
 Ray Tune), sharing one search-space grammar (``space``), one trial runner (``common``) and the Optuna
-storages (``storage``)."""
+storages (``storage``); ``restore`` puts a report's snapshot back into those stores.
+
+Sweeps sit above ``uwbench.snapshot`` (the recorded runs, which ``restore`` reads) and below
+``uwbench.report``, which reads a sweep's Optuna storage for its search analysis; they never import a report."""

@@ -8,13 +8,13 @@ machine its sweep ran on. ``restore`` takes from it every finished final run of 
 - an MLflow child run under its cell's parent run, named and tagged as the sweep names and tags it, with the
   resolved config as params and ``config.json``, the snapshot's numbers as metrics, its learning curves
   (``curves.csv``) as metric histories, its memory trace (``traces.csv``, where the report kept one) as the
-  artifact ``report.traces.RESTORED_TRACE``, and the tags ``restored_from`` (the snapshot folder) and
+  artifact ``snapshot.RESTORED_TRACE``, and the tags ``restored_from`` (the snapshot folder) and
   ``restored_run_id`` (the run id the snapshot names);
 - a COMPLETE trial in the cell's Optuna study, with its job key, seed and objective, pointing at that run.
 
 The weights are not in a snapshot: a restored run is never trained again; its ``config.json`` is the cell's
 config as this code resolves it (``uwbench trace`` replays from it and checks the replay against the curve).
-Every restored run is read back through the report's own reader and must give the snapshot's row (run id
+Every restored run is read back through the snapshot's reader (a report's) and must give the snapshot's row (run id
 aside) and curves; otherwise nothing more is written and the error names the column. Restoring the
 same snapshot twice adds nothing. A restore stopped between writing a run and recording its trial (killed, or
 refused by that check) leaves a half-restored run; the next restore deletes it, says so, and writes it again.
@@ -31,7 +31,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from uwbench import axes
 from uwbench.spec import Plan
-from uwbench.report.runs import RESTORED_RUN_ID
+from uwbench.snapshot import RESTORED_RUN_ID, RESTORED_TRACE
 from uwbench.sweeps import common, locks, planning
 from uwbench.sweeps.planning import Context
 
@@ -102,15 +102,15 @@ def _job_for(plan: Plan, row: Mapping) -> planning.FinalJob:
 
 
 def _tags(ctx: Context, job: common.Job, row: Mapping, folder: str, resolved) -> Dict[str, object]:
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
 
     tags = common.child_tags(job, resolved)
-    metric_cols = set(runs_mod.METRIC_COLUMNS)
-    for col in runs_mod.columns():  # the snapshot's own values win: they are what the run recorded
+    metric_cols = set(snap_mod.METRIC_COLUMNS)
+    for col in snap_mod.columns():  # the snapshot's own values win: they are what the run recorded
         if col in metric_cols or col in COMPARED_AWAY or not _present(row.get(col)):
             continue
         value = row[col]
-        if col in runs_mod.int_columns() and isinstance(value, float):
+        if col in snap_mod.int_columns() and isinstance(value, float):
             value = int(value)
         tags[col] = value
     tags.update({"status": "finished", RESTORED_FROM: folder, RESTORED_RUN_ID: row["run_id"]})
@@ -127,7 +127,7 @@ def _log_curves(run, curves) -> None:
 
 def _write_run(ctx: Context, job: common.Job, row: Mapping, snap, folder: str) -> str:
     from uwbench.config import flatten
-    from uwbench.report import runs as runs_mod, traces as traces_mod
+    from uwbench import snapshot as snap_mod
     from uwbench.tracking.mlflow import Run
     from uwbench.training.config import resolve_run
 
@@ -141,11 +141,11 @@ def _write_run(ctx: Context, job: common.Job, row: Mapping, snap, folder: str) -
         if len(curves):
             _log_curves(run, curves)
         last = int(row["steps"]) if _present(row.get("steps")) else 0
-        run.log_metrics({c: row[c] for c in runs_mod.METRIC_COLUMNS if _present(row.get(c))}, last)
+        run.log_metrics({c: row[c] for c in snap_mod.METRIC_COLUMNS if _present(row.get(c))}, last)
         t = snap.traces_frame
         trace = t[t["run_id"] == row["run_id"]].to_dict("records") if len(t) else []
         if trace:
-            run.log_text(runs_mod.to_csv_text(runs_mod.TRACE_COLUMNS, trace), traces_mod.RESTORED_TRACE)
+            run.log_text(snap_mod.to_csv_text(snap_mod.TRACE_COLUMNS, trace), RESTORED_TRACE)
         run.end("FINISHED")
     except BaseException:
         run.end("FAILED")
@@ -171,9 +171,9 @@ def _remove_half_restored(plan: Plan, ctx: Context, studies, out) -> List[str]:
 
 
 def _curve_points(curves) -> set:
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
 
-    return {(str(r["metric"]), int(r["step"]), runs_mod.format_value(float(r["value"])))
+    return {(str(r["metric"]), int(r["step"]), snap_mod.format_value(float(r["value"])))
             for r in curves.to_dict("records")}
 
 
@@ -181,21 +181,21 @@ def _check_round_trip(plan: Plan, row: Mapping, snap, run_id: str, uri: str) -> 
     """The restored run, read as a report reads MLflow, must give the snapshot's row and curves."""
     import pandas as pd
 
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
     from uwbench.tracking import mlflow as tracking
 
     frame = tracking.search_runs([plan.id], uri, filter_string=f"attributes.run_id = '{run_id}'")
-    rows = runs_mod.normalise_mlflow(frame, plan.id)
+    rows = snap_mod.normalise_mlflow(frame, plan.id)
     history = pd.DataFrame([{"run_id": r, "metric": m, "step": int(s), "value": v} for r, m, s, v in
-                            tracking.metric_histories([run_id], runs_mod.CURVE_METRICS, uri)],
-                           columns=list(runs_mod.CURVE_COLUMNS))
-    text = runs_mod.runs_text(runs_mod.with_steps(rows, history))
-    back = runs_mod.read_csv_text(text, runs_mod.numeric_columns()).to_dict("records")
+                            tracking.metric_histories([run_id], snap_mod.CURVE_METRICS, uri)],
+                           columns=list(snap_mod.CURVE_COLUMNS))
+    text = snap_mod.runs_text(snap_mod.with_steps(rows, history))
+    back = snap_mod.read_csv_text(text, snap_mod.numeric_columns()).to_dict("records")
     if len(back) != 1:
         raise RestoreError(f"restored run {run_id} cannot be read back from {uri} ({len(back)} rows)")
     got = back[0]
-    differ = [c for c in runs_mod.columns() if c not in COMPARED_AWAY
-              and runs_mod.format_value(_blank(got.get(c))) != runs_mod.format_value(_blank(row.get(c)))]
+    differ = [c for c in snap_mod.columns() if c not in COMPARED_AWAY
+              and snap_mod.format_value(_blank(got.get(c))) != snap_mod.format_value(_blank(row.get(c)))]
     if differ:
         raise RestoreError(f"restored run {run_id} (snapshot run {row['run_id']}) reads back with other values in "
                            f"{', '.join(differ)}: " + "; ".join(f"{c}: {row.get(c)!r} -> {got.get(c)!r}"
@@ -214,7 +214,7 @@ def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str]
             experiment: Optional[str] = None, storage: Optional[str] = None, out=print) -> Restored:
     """Restore the snapshot in ``folder`` (a report folder) into the stores ``plan`` sweeps into (module
     docstring). Holds the study's lock: no sweep of it may run meanwhile on this machine."""
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
     from uwbench.sweeps.backends.optuna_studies import Settings, Studies, open_storage, phase_space
     from uwbench.sweeps.storage import storage_url
 
@@ -227,7 +227,7 @@ def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str]
     if not os.path.isfile(os.path.join(folder, "runs.csv")):
         raise RestoreError(f"no runs.csv in {folder}: give the report folder of the study "
                            f"(e.g. reports/{plan.id})")
-    snap = runs_mod.Snapshot.from_dir(folder)
+    snap = snap_mod.Snapshot.from_dir(folder)
     rows, left = candidates(plan, snap.runs, backend)
     result = Restored(left_out=left)
     space = phase_space(plan, "final")

@@ -1,5 +1,7 @@
 """Writing strategies: ``base.py`` holds the ``Writer`` contract; each other module is one writer, its
-class and its config registered together. Importing this package registers every built-in writer."""
+class and its config registered together. Importing this package registers every built-in writer.
+The check that a plugin keeps the contract trains a smoke model, so it lives above training, in
+``uwbench.leaderboard.contract``; the writers import nothing of training."""
 import importlib
 
 WRITER_MODULES = (

@@ -4,6 +4,8 @@
 sentence per problem with its fix (an empty list: it keeps the contract); ``check_writer`` and
 ``check_model`` raise ``ContractError`` with all of them. `uwbench leaderboard` calls them before any
 run, and the contract tests (tests/test_contracts.py) use the same checks on every registered component.
+The check trains a smoke model (two updates), so it needs the trainer: it sits with the leaderboard, above
+``training``, not with the writers (which the models, below training, import).
 
 The contract (``uwbench/writing/base.py``, ``uwbench/models/memory_base.py``):
 

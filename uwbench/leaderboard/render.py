@@ -2,7 +2,7 @@
 line per row and position, with every test), ``board.html`` and ``pareto.png`` (mean value against mean
 CPU seconds per 100 updates; absent when no column is counted). The header says how many baseline cells
 converged, of how many, which did not, and which columns are therefore not counted (``board``'s module
-docstring: the rule). Text comes from ``formats`` and the figure from ``figures``' style, so a
+docstring: the rule). Text comes from the report's ``formats`` and the figure from its ``figures``' style, so a
 rebuild of the same snapshot gives the same bytes."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any, Dict, List, Optional
 
 from uwbench import atomic
 from uwbench.report import figures, formats, regime, stats, verdicts
-from uwbench.report.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
+from uwbench.leaderboard.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
                                   Board, Cell, Position, Row)
-from uwbench.report.runs import to_csv_text
+from uwbench.snapshot import to_csv_text
 
 # after a cell's value: its curve has not converged, so its tests are not testable; after a column's name:
 # a baseline cell there has not converged, so the column is left out of every row's rank and tallies

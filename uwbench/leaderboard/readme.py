@@ -8,7 +8,7 @@ row's own board, leaves every README alone):
 
 - the board's facts (profile, updates, seeds, its runs and their CPU core-hours) and a link to ``board.md``;
 - one sentence: how many baseline cells converged and how many columns are not counted; which columns and
-  cells, the late collapses and the code versions are left to ``board.md`` (``board_render.baselines_text``);
+  cells, the late collapses and the code versions are left to ``board.md`` (``render.baselines_text``);
 - one line per row, in the board's order: mean test value over the counted columns, mean rank, the tallies
   against UW and regular writing, CPU time against regular writing, and the row's own CPU core-hours;
 - the Pareto figure (``pareto.png``) when the board has one.
@@ -33,7 +33,7 @@ END = "<!-- END board -->"
 
 def _core_hours(snap) -> Dict[str, float]:
     """CPU core-hours of each row's finished final runs (their own CPU seconds in training), by row name."""
-    from uwbench.report.board import row_of
+    from uwbench.leaderboard.board import row_of
     from uwbench.report.compute import cpu_seconds
 
     runs = finished_finals(snap.runs)
@@ -48,7 +48,7 @@ def _baselines_sentence(board, link: str) -> str:
     """The rest of the block's one sentence: how many baseline cells converged, the columns left out (†) and
     where the account of each unconverged cell, the late collapses and the code versions is (``board.md``,
     ``cells.csv``)."""
-    from uwbench.report import board_render as br
+    from uwbench.leaderboard import render as br
 
     n, stuck = len(board.baseline_cells), board.unconverged
     where = (f"`board.md` names the cells that did not converge, the runs that collapsed late and each row's code "
@@ -65,7 +65,7 @@ def _baselines_sentence(board, link: str) -> str:
 
 def _in_progress(snap, link: str, readme_dir: str) -> str:
     """The block while the baselines are being recorded (runs.csv, no board.md yet): how far they are."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     hours = sum(_core_hours(snap).values())
     suite = os.path.join(readme_dir, lb.SUITE)
@@ -81,9 +81,9 @@ def _in_progress(snap, link: str, readme_dir: str) -> str:
 def render(folder: str, readme_dir: str = ".") -> str:
     """The block's text between the marker lines for the board folder ``folder`` (links relative to
     ``readme_dir``)."""
-    from uwbench import leaderboard as lb
-    from uwbench.report import board as board_mod
-    from uwbench.report import board_render as br
+    from uwbench.leaderboard import steps as lb
+    from uwbench.leaderboard import board as board_mod
+    from uwbench.leaderboard import render as br
 
     link = os.path.relpath(folder, readme_dir).replace(os.sep, "/")
     snap = lb.read_board(folder)
@@ -118,9 +118,9 @@ def render(folder: str, readme_dir: str = ".") -> str:
 
 def refresh(folder: str) -> Optional[str]:
     """Rewrite the board block of the README beside ``folder``'s parent if ``folder`` is that README's
-    committed board folder (``leaderboard.BOARD_DIR`` under it) and the README has the marker lines; returns
+    committed board folder (``steps.BOARD_DIR`` under it) and the README has the marker lines; returns
     its path when it changed, else None."""
-    from uwbench import leaderboard as lb
+    from uwbench.leaderboard import steps as lb
 
     path = readme_block.readme_beside(os.path.dirname(os.path.abspath(folder)))
     if not os.path.exists(path):

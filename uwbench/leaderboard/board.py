@@ -1,6 +1,6 @@
 """The leaderboard's numbers: one row per writer, ranked, with significance and time.
 
-A board is a pure function of a snapshot (``runs.csv`` and ``curves.csv``, ``uwbench.report.runs``)
+A board is a pure function of a snapshot (``runs.csv`` and ``curves.csv``, ``uwbench.snapshot``)
 holding the suite's baseline runs and any writer's runs made at the same profile. Its parts:
 
 - **a row** is a cell group of the suite (``studies/leaderboard.yaml``: ``dnc``, ``dnc_uw``, ...; a new
@@ -22,7 +22,7 @@ holding the suite's baseline runs and any writer's runs made at the same profile
   row's mean rank is over the counted positions it has, and orders the board.
 
 **The baselines and the counted positions.** The baseline rows are the runs of the suite's own study;
-every other row is a study ``<suite id>_<row>`` made from it (``leaderboard.writer_study``), so the
+every other row is a study ``<suite id>_<row>`` made from it (``steps.writer_study``), so the
 baseline study is the one whose id every other study's id extends (``baseline_study``). A baseline cell
 converged when its regime is ``regime.CONVERGED``; one with any other state (rising, falling, at the
 guessing level, unknown: too few evaluations in its last quarter) or with no finished run has not. A
@@ -53,7 +53,7 @@ from uwbench.report import regime as regime_mod
 from uwbench.report import tables, verdicts
 from uwbench.report.formats import _isnum
 from uwbench.report.regime import Regime
-from uwbench.report.runs import Snapshot
+from uwbench.snapshot import Snapshot
 from uwbench.report.study import from_runs
 
 REFERENCES = ("uniform", "regular")  # the writers every row is tested against, in the board's column order
@@ -279,7 +279,7 @@ def counted_positions(positions: List[Position],
 
 def baseline_study(runs: pd.DataFrame) -> str:
     """The study of the baseline rows: the one whose id every other study's id extends with '_<row>' (a
-    new row's study is ``<suite id>_<row>``, ``leaderboard.writer_study``); a snapshot of one study is all
+    new row's study is ``<suite id>_<row>``, ``steps.writer_study``); a snapshot of one study is all
     baselines. A ValueError when no study is such."""
     studies = sorted({str(s) for s in runs["study"] if str(s)})
     found = [s for s in studies if all(o == s or o.startswith(f"{s}_") for o in studies)]

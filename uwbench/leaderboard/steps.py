@@ -2,7 +2,7 @@
 
 1. ``load_plugin``: import the plugin (a module name or a ``.py`` file) and name it in ``$UWBENCH_PLUGINS``
    (its folder on ``PYTHONPATH``), so every sweep worker imports it too.
-2. the contract (``uwbench.writing.contract``) is checked before anything runs.
+2. the contract (``contract``, beside this module) is checked before anything runs.
 3. ``writer_study``: a study file for the new row alone, written under ``<runs>/leaderboard/``: the
    suite's file (``studies/leaderboard.yaml``) with its cell groups replaced by one group, the new writer
    (or model) on the suite's grid of tasks and memory sizes. Every other setting, the seeds and the
@@ -30,16 +30,15 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from uwbench import atomic, env
+from uwbench.snapshot.folders import PROGRESS_FILE
 
 if TYPE_CHECKING:  # heavy imports (pandas, matplotlib) stay inside the functions: `uwbench --help` is instant
-    from uwbench.report.board import Board
-    from uwbench.report.runs import Snapshot
+    from uwbench.leaderboard.board import Board
+    from uwbench.snapshot import Snapshot
 
 SUITE = os.path.join("studies", "leaderboard.yaml")
 BOARD_DIR = os.path.join("reports", "leaderboard")
 SNAPSHOT_FILES = ("runs.csv", "curves.csv")
-PROGRESS_FILE = "progress.md"  # beside runs.csv while the baselines are being recorded, until the board is written
-BOARD_MARKERS = ("board.md", PROGRESS_FILE)  # a folder with either is a board's, not a study report's
 # what a new row's finished runs must share with the baselines'
 SAME = ("profile", "steps", "lr", "clip", "clip_mode", "decoder_write")
 
@@ -126,14 +125,14 @@ def writer_study(suite: str, name: str, model: str, writer: str, settings: Mappi
 
 def study_snapshot(path: str, profile: Optional[str], uri: Optional[str]) -> "Snapshot":
     """A study's runs of one profile at its current spec hash, read from MLflow (``study.select_run_set``);
-    a run restored from the board folder keeps the board's run id (``runs.from_mlflow(snapshot_ids=True)``)."""
+    a run restored from the board folder keeps the board's run id (``snapshot.from_mlflow(snapshot_ids=True)``)."""
     from uwbench import spec as spec_mod
-    from uwbench.report import runs as runs_mod
+    from uwbench import snapshot as snap_mod
     from uwbench.report import study as study_mod
 
     spec = spec_mod.load(path)
     profile = profile or spec.default_profile
-    return runs_mod.from_mlflow(spec.id, uri, select=lambda rows: study_mod.select_run_set(
+    return snap_mod.from_mlflow(spec.id, uri, select=lambda rows: study_mod.select_run_set(
         rows, spec, profile, path)[0], snapshot_ids=True)
 
 
@@ -148,7 +147,7 @@ def _records(frame) -> List[Dict[str, Any]]:
 
 def merge(base: Optional["Snapshot"], add: "Snapshot") -> "Snapshot":
     """``base``'s runs and curves with those of ``add``'s studies replaced by ``add``'s."""
-    from uwbench.report.runs import Snapshot, curves_text, runs_text
+    from uwbench.snapshot import Snapshot, curves_text, runs_text
 
     if base is None:
         return Snapshot(add.runs_csv, add.curves_csv)
@@ -197,20 +196,14 @@ def missing_runs(snap: "Snapshot", suite: str, profile: Optional[str]) -> Tuple[
     return [(c, j.seed) for c, j in jobs if (c, j.seed, point_key(j.params)) not in have], len(jobs)
 
 
-def is_board_folder(folder: str) -> bool:
-    """A board folder (a board, or baselines being recorded), which ``uwbench report`` and the reports' index
-    and tests leave to ``uwbench leaderboard``."""
-    return any(os.path.exists(os.path.join(folder, name)) for name in BOARD_MARKERS)
-
-
 def write_progress(snap: "Snapshot", folder: str, suite: str, profile: Optional[str], missing: List[Tuple[str, int]],
                    total: int) -> List[str]:
     """The baselines recorded so far: runs.csv, curves.csv and ``progress.md`` (per row, the runs recorded of
     the suite's, their CPU core-hours, its cells converged so far by the board's regime rule; the cells still
     to run; how to go on), no board yet."""
-    from uwbench.report import board as board_mod
+    from uwbench.leaderboard import board as board_mod
     from uwbench.report import formats
-    from uwbench.report.board import MIN_CONVERGED, row_of
+    from uwbench.leaderboard.board import MIN_CONVERGED, row_of
     from uwbench.report.compute import cpu_seconds
     from uwbench.sweeps import planning
 
@@ -271,7 +264,7 @@ def write_snapshot(snap: "Snapshot", folder: str) -> List[str]:
 
 def read_board(folder: str) -> Optional["Snapshot"]:
     """The snapshot a board folder holds (None when it has no runs.csv)."""
-    from uwbench.report.runs import Snapshot
+    from uwbench.snapshot import Snapshot
 
     return Snapshot.from_dir(folder) if os.path.exists(os.path.join(folder, "runs.csv")) else None
 
@@ -307,7 +300,7 @@ def check_comparable(base: "Snapshot", add: "Snapshot", suite_id: str) -> None:
 
 
 def _values(series) -> List[str]:
-    from uwbench.report.runs import format_value
+    from uwbench.snapshot import format_value
 
     return sorted({format_value(v) for v in series} - {""})
 
@@ -317,8 +310,8 @@ def write_board(snap: "Snapshot", folder: str, title: str = "Leaderboard",
     """The snapshot (runs.csv, curves.csv) and every board file into ``folder``. With ``min_converged``,
     nothing is written unless at least that share of the baseline cells converged
     (``board.check_committable``: a ValueError naming the count and the cells)."""
-    from uwbench.report import board as board_mod
-    from uwbench.report import board_render
+    from uwbench.leaderboard import board as board_mod
+    from uwbench.leaderboard import render as board_render
 
     board = board_mod.build(snap)
     if min_converged is not None:
