@@ -161,7 +161,7 @@ def no_run_failed_for_the_fault(db: str) -> None:
     assert not [r for r in rows if r[2] == "FAILED" or r[3] == "failed"], rows
 
 
-@pytest.mark.parametrize("where", ["checkpoints", "runs"])
+@pytest.mark.parametrize("where", [pytest.param("checkpoints", marks=pytest.mark.slow), "runs"])  # one in make test
 def test_a_full_disk_stops_the_sweep_and_the_same_command_then_finishes_it(where, sweep_env, tmp_path):
     """``checkpoints``: a checkpoint folder on its own disk fills (the MLflow store can still be written, so
     nothing is left RUNNING); ``runs``: the whole runs folder, the MLflow store and the Optuna journal in it."""

@@ -104,6 +104,7 @@ def sleepy_env(sweep_env, tmp_path):
                 PYTHONPATH=os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))), uri
 
 
+@pytest.mark.slow  # minutes on 2 cores: `make test-slow`
 def test_a_sweep_killed_mid_population_then_run_again_finishes_every_trial_once(sleepy_env, tmp_path):
     from mlflow.tracking import MlflowClient
 

@@ -143,6 +143,7 @@ def check_layout(df, study: str, cells: set, backend: str):
     return parents, children
 
 
+@pytest.mark.slow  # minutes on 2 cores: `make test-slow`
 def test_quickstart_smoke_with_two_worker_processes_then_resume(sweep_env, capsys):
     from uwbench.spec import load_plan
 
@@ -189,6 +190,7 @@ def test_a_sweep_without_system_metrics_logs_none(sweep_env, capsys, monkeypatch
     assert not [c for c in children.columns if c.startswith("metrics.system/")]
 
 
+@pytest.mark.slow  # minutes on 2 cores: `make test-slow`
 def test_diverging_trials_are_recorded_failed_and_the_sweep_finishes(plugin_env, tmp_path):
     env, uri = plugin_env
     path = study_file(tmp_path, "diverge", f"""
@@ -469,6 +471,7 @@ def test_every_study_runs_its_smoke_profile(name, sweep_env):
         assert len(children) == plan.n_runs()
 
 
+@pytest.mark.slow  # minutes on 2 cores: `make test-slow`
 def test_memory_size_and_cache_size_are_searched_and_the_final_runs_use_the_best(sweep_env, tmp_path):
     """The mission's sweep space: memory size D and cache size L (with lr and clip) searched on a CUW cell;
     each trial's run really uses its sampled D and L, and the final runs re-use the best trial's."""
