@@ -87,13 +87,19 @@ def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[
             "steps": min(steps) if steps else None, "paper_steps": max(paper) if paper else None}
 
 
+def _report_table(folder: str, name: str, column: str) -> Optional[pd.DataFrame]:
+    """A report folder's ``name`` CSV as strings, or None when it is absent, empty or lacks ``column``."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return frame if len(frame) and column in frame.columns else None
+
+
 def untested_claims(folder: str) -> List[str]:
     """The claims a report folder's verdicts.csv calls not testable at its budget."""
-    path = os.path.join(folder, "verdicts.csv")
-    if not os.path.exists(path):
-        return []
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if not len(frame) or "claim_verdict" not in frame.columns:
+    frame = _report_table(folder, "verdicts.csv", "claim_verdict")
+    if frame is None:
         return []
     rows = frame[frame["claim_verdict"] == verdicts.NOT_TESTABLE].drop_duplicates("claim")
     return [claim_text(r) for _, r in rows.iterrows()]
@@ -131,11 +137,8 @@ REGIME_WORDS = {regime_mod.RISING: "rising (still improving over the last quarte
 def regime_summary(folder: str) -> str:
     """How many of a report folder's cells are in each regime that is not converged (its ``regimes.csv``),
     with the reason where the regime is unknown; "" when the file is absent or every cell converged."""
-    path = os.path.join(folder, "regimes.csv")
-    if not os.path.exists(path):
-        return ""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if not len(frame) or "regime" not in frame.columns:
+    frame = _report_table(folder, "regimes.csv", "regime")
+    if frame is None:
         return ""
     parts = []
     for state, words in REGIME_WORDS.items():
@@ -179,11 +182,8 @@ def untested_section(entries: List[Dict]) -> str:
 
 def claim_summary(folder: str) -> str:
     """The paper's claims checked in a report folder (its verdicts.csv), each with its verdict."""
-    path = os.path.join(folder, "verdicts.csv")
-    if not os.path.exists(path):
-        return ""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if not len(frame) or "claim_verdict" not in frame.columns:
+    frame = _report_table(folder, "verdicts.csv", "claim_verdict")
+    if frame is None:
         return ""
     rows = frame.drop_duplicates("claim")
     return "; ".join(f"{as_timed(claim_text(r), frame[frame['claim'] == r['claim']])}: **{r['claim_verdict']}**"
