@@ -785,3 +785,31 @@ def test_the_dashboard_refuses_a_foreign_host_header_whatever_the_method(tmp_pat
         proc.kill()
         proc.wait()
         proc.stderr.close()
+
+
+# The library's entry points refuse what the command line refuses: a caller of the Python API cannot write a
+# report into a system folder or put an experiment's artifacts outside the store's artifacts folder.
+def test_the_report_functions_refuse_a_system_folder_as_out(tmp_path):
+    from uwbench.report import report_from_csv, report_study
+
+    folder = tmp_path / "snap" / "table3_pixel_mnist"
+    folder.mkdir(parents=True)
+    shutil.copy(os.path.join(SNAPSHOT, "runs.csv"), folder)
+    for call in (lambda: report_from_csv(str(folder / "runs.csv"), out="/etc", studies_dir=STUDIES),
+                 lambda: report_study(os.path.join(STUDIES, "table3_pixel_mnist.yaml"), out="/", source="csv")):
+        with pytest.raises(ValueError, match="`--out` must name a folder of its own"):
+            call()
+    assert ROOT_README_BEFORE == os.path.exists("/README.md")
+    assert sorted(os.listdir(folder)) == ["runs.csv"]  # nothing written beside the snapshot either
+
+
+def test_an_experiment_name_that_is_a_path_is_refused_before_anything_is_made(tmp_path):
+    from uwbench.tracking.mlflow import ensure_experiment
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    (tmp_path / "store").mkdir()
+    for name in ("../escaped", "/tmp/uwbench-escaped-experiment", ".."):
+        with pytest.raises(ValueError, match="`experiment` must be one folder name"):
+            ensure_experiment(name, uri)
+    assert not (tmp_path / "escaped").exists() and not os.path.exists("/tmp/uwbench-escaped-experiment")
+    assert ensure_experiment("plain", uri) == ensure_experiment("plain", uri)  # a plain name still works, once

@@ -42,8 +42,11 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     from uwbench import snapshot as snap_mod
     from uwbench.report import guard, index as index_mod, render, study as study_mod
 
+    from uwbench.paths import user_folder
+
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    user_folder(out, "--out")  # never /, a system folder or the home folder itself
     spec = spec_mod.load(path)
     if overrides:  # a --set key no cell has, or a grid axis: the error `uwbench sweep --set` gives
         spec_mod.expand(spec, profile, path, overrides=overrides)
@@ -116,8 +119,11 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     A folder holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
     """
     from uwbench import snapshot as snap_mod
+    from uwbench.paths import user_folder
     from uwbench.report import guard, index as index_mod, render
 
+    if out is not None:
+        user_folder(out, "--out")  # never /, a system folder or the home folder itself
     src = os.path.dirname(os.path.abspath(csv_path))
     if os.path.basename(csv_path) != "runs.csv":
         raise ValueError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")

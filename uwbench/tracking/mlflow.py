@@ -290,7 +290,13 @@ def client(uri: Optional[str] = None) -> MlflowClient:
 
 def ensure_experiment(name: str, uri: Optional[str] = None) -> str:
     """Create (or find) the experiment and return its id. Call in the parent process before workers
-    start: concurrent first-time creation of a SQLite store fails (docs/design.md §13.1)."""
+    start: concurrent first-time creation of a SQLite store fails (docs/design.md §13.1). ``name`` becomes the
+    artifact folder ``<store>/artifacts/<name>/``, so it must be one plain folder name
+    (``uwbench.paths.folder_name``; ValueError otherwise, before anything is created)."""
+    from uwbench.paths import folder_name
+
+    folder_name(name, "experiment", "its runs' artifacts go to a folder of that name beside the MLflow store: "
+                                    "give a plain name such as my_experiment")
     uri = resolve_uri(uri)
     c = MlflowClient(tracking_uri=uri)
     exp = c.get_experiment_by_name(name)
