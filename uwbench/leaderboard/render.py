@@ -1,17 +1,17 @@
 """The leaderboard's files: ``board.md`` (the page), ``board.csv`` (one line per row), ``cells.csv`` (one
-line per row and position, with every test), ``board.html`` and ``pareto.png`` (mean value against mean
-CPU seconds per 100 updates; absent when no column is counted). The header says how many baseline cells
+line per row and position, with every test), ``board.html`` (``board.md`` rendered by ``uwbench.report.page``,
+the figure embedded) and ``pareto.png`` (mean value against mean CPU seconds per 100 updates; absent when no
+column is counted). The header says how many baseline cells
 converged, of how many, which did not, and which columns are therefore not counted (``board``'s module
 docstring: the rule). Text comes from the report's ``formats`` and the figure from its ``figures``' style, so a
 rebuild of the same snapshot gives the same bytes."""
 from __future__ import annotations
 
-import html
 import os
 from typing import Any, Dict, List, Optional
 
 from uwbench import atomic
-from uwbench.report import figures, formats, regime, stats, verdicts
+from uwbench.report import figures, formats, page, regime, stats, verdicts
 from uwbench.leaderboard.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
                                   Board, Cell, Position, Row)
 from uwbench.snapshot import to_csv_text
@@ -229,25 +229,6 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
     return "\n".join(lines)
 
 
-def page_html(board: Board, title: str = "Leaderboard") -> str:
-    esc = html.escape
-    stuck = "".join(f"<li>{esc(s)}</li>" for s in stuck_cells(board))
-    note = code_note(board)
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title>\n"
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}</style></head><body>\n"
-            f"<h1>{esc(title)}</h1>\n"
-            + (f"<p>Profile {esc(board.profile)}, {esc(updates_text(board))}.</p>\n" if board.profile and board.steps
-               else "")
-            + (f"<p>{esc(baselines_text(board).replace('**', ''))}</p>\n" if board.baseline_cells else "")
-            + (f"<p>{esc(note)}</p>\n" if note else "")
-            + formats.to_html(board_table(board))
-            + f"<p>{esc(RULE.replace('**', ''))}</p>\n"
-            + (f"<p>Cells not converged:</p><ul>{stuck}</ul>\n" if stuck else "")
-            + ("<img src=\"pareto.png\" alt=\"mean value against CPU time\">\n" if _has_pareto(board) else "")
-            + "</body></html>\n")
-
-
 def _points(board: Board):
     """(row, mean CPU seconds per 100 updates, mean value) of every row that has both."""
     points = [(r, r.mean_cpu100(), r.mean_value()) for r in board.rows]
@@ -288,15 +269,16 @@ def write(board: Board, folder: str, title: str = "Leaderboard") -> List[str]:
     """Every board file into ``folder`` (the snapshot's own files are the caller's)."""
     os.makedirs(folder, exist_ok=True)
     written = []
-    texts = {"board.md": markdown(board, title), "board.html": page_html(board, title)}
-    for name, table in (("board.csv", board_table(board)), ("cells.csv", cells_table(board))):
-        texts[name] = to_csv_text(table.csv_columns, [dict(zip(table.csv_columns, r)) for r in table.csv_rows])
-    for name, text in texts.items():
-        written.append(atomic.write_text(os.path.join(folder, name), text))
-    fig = pareto_figure(board)
+    fig = pareto_figure(board)  # first: the HTML page embeds it
     path = os.path.join(folder, "pareto.png")
     if fig is not None:
         written.append(figures.save_png(fig, path))
     elif os.path.exists(path):
         os.remove(path)
+    text = markdown(board, title)
+    texts = {"board.md": text, "board.html": page.to_html(text, title=title, folder=folder)}
+    for name, table in (("board.csv", board_table(board)), ("cells.csv", cells_table(board))):
+        texts[name] = to_csv_text(table.csv_columns, [dict(zip(table.csv_columns, r)) for r in table.csv_rows])
+    for name, text in texts.items():
+        written.append(atomic.write_text(os.path.join(folder, name), text))
     return written

@@ -467,8 +467,10 @@ def trace_title(summary_row) -> str:
 
 
 def _traced_cell(r) -> str:
-    """'Copy, T=50, D=4 (one test sequence)': what a trace figure's title says of its cell group."""
-    parts = [task_label(r["task"])]
+    """'DNC, Copy, T=50, D=4 (one test sequence)': what a trace figure's title says of its cell group (the
+    model too: a study with the DNC and the NTM has a trace figure of each at the same task, T and D)."""
+    model = str(r["model"]) if isinstance(r["model"], str) and r["model"] else ""
+    parts = ([run_axes.get("model").display.get(model, model.upper())] if model else []) + [task_label(r["task"])]
     if _isnum(r["seq_len"]):
         parts.append(run_axes.label("seq_len", int(r["seq_len"])))
     if _isnum(r["memory_size"]):

@@ -1,9 +1,8 @@
-"""The text forms of the report: one ``Table`` object, written as Markdown, CSV rows, LaTeX (booktabs) and
-HTML, and the number and name formats they share (no tabulate, no Styler: the text is ours, so it is
-stable across library versions). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
+"""The text forms of the report: one ``Table`` object, written as Markdown, CSV rows and LaTeX (booktabs), and
+the number and name formats they share (no tabulate, no Styler: the text is ours, so it is stable across
+library versions; the HTML page is the Markdown rendered, ``uwbench.report.page``). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
 from __future__ import annotations
 
-import html
 import math
 import re
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ def slug(text: str) -> str:
 
 @dataclass
 class Table:
-    """A table: ``columns`` (flat names), optional ``groups`` [(name, span)] over them (LaTeX/HTML header
+    """A table: ``columns`` (flat names), optional ``groups`` [(name, span)] over them (LaTeX header
     rows), ``rows`` of strings, ``csv_columns`` / ``csv_rows`` the numeric form written to CSV."""
 
     title: str
@@ -132,34 +131,3 @@ def to_latex(table: Table) -> str:
         lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
-
-
-def to_html(table: Table) -> str:
-    """An HTML ``<table>`` (escaped), group header row when there are groups."""
-    esc = html.escape
-    parts = [f"<table>\n<caption>{esc(table.title)}</caption>\n<thead>\n"]
-    if table.groups and any(span > 1 for _, span in table.groups):
-        parts.append("<tr>" + "".join(f'<th colspan="{span}">{esc(name)}</th>' for name, span in table.groups)
-                     + "</tr>\n")
-        sub, start = [], 0
-        for name, span in table.groups:
-            for i in range(span):
-                col = table.columns[start + i]
-                sub.append("ours" if (span > 1 and name and i == 0) else col)
-            start += span
-        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in sub) + "</tr>\n")
-    else:
-        parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>\n")
-    parts.append("</thead>\n<tbody>\n")
-    for row in table.rows:
-        cls = []
-        for c in row:
-            k = ""
-            if c == "not run" or str(c).startswith(("failed", "incomplete")):
-                k = ' class="missing"'
-            cls.append(f"<td{k}>{esc(str(c))}</td>")
-        parts.append("<tr>" + "".join(cls) + "</tr>\n")
-    parts.append("</tbody>\n</table>\n")
-    for note in table.notes:
-        parts.append(f'<p class="note">{esc(note)}</p>\n')
-    return "".join(parts)

@@ -10,7 +10,8 @@
     importance.md .csv, search_*.png    tuned studies: search analysis per cell (uwbench.report.search)
     *.png                               figures (see uwbench.report.figures)
     README.md                           question, commands, spec hash, git sha, tables, figures, deviations
-    report.html                         one self-contained page (tables + figures as base64)
+    report.html                         README.md rendered to one self-contained page (``uwbench.report.page``:
+                                        the figures embedded as base64), so it says what the README says
 
 Nothing here depends on the time, the machine or where the data came from, so a rebuild of unchanged
 data gives identical bytes. Files of an earlier build that this build no longer makes are removed (only
@@ -20,9 +21,7 @@ against the paper's and its status (matches / within tolerance / off / not run).
 """
 from __future__ import annotations
 
-import base64
 import glob
-import html
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -30,7 +29,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench import atomic
-from uwbench.report import figures, formats, pareto, protocols, search, tables, timing, verdicts
+from uwbench.report import figures, formats, page, pareto, protocols, search, tables, timing, verdicts
 from uwbench.snapshot import INTERRUPTED, Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
@@ -126,9 +125,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
                      prot)
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
-           _html(study, summary, status, blocks, cells, ttable, pngs, folder, verdict, searched, ptable, missing,
-                 set_flag(runs), prot),
-           files)
+           page.to_html(readme, title=f"{study.title or study.id}: uwbench report", folder=folder), files)
     _remove_stale(folder, files, shown_before)
     report.files = files
     return report
@@ -279,7 +276,7 @@ def _remove_stale(folder: str, keep: List[str], shown_before: List[str] = ()) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# README.md and report.html
+# README.md (report.html is its rendering: uwbench.report.page)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -418,65 +415,6 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               "verdicts), " + ("`importance.{md,csv}` (search analysis), " if searched is not None else "")
               + "`report.html` (open in a browser).", ""]
     return "\n".join(lines)
-
-
-CSS = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
-padding:0 1em;color:#1a1a1a;background:#fff}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
-table{border-collapse:collapse;margin:1em 0;font-size:.9em}caption{font-weight:bold;text-align:left;padding:.3em 0}
-th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#eef2f7}
-thead tr:first-child th[colspan]{text-align:center}
-td:first-child,th:first-child{text-align:left}td.missing{color:#a33;background:#fbeaea}
-.status{display:inline-block;padding:.2em .6em;border-radius:4px;background:#e8f0fe}
-figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{color:#555;font-size:.9em}
-p.note{color:#555;font-size:.85em;margin:.2em 0}code,pre{background:#f5f5f5;padding:.1em .3em}"""
-
-
-def _html(study: StudyView, summary, status, blocks, cells, ttable, pngs, folder, verdict=None, searched=None,
-          ptable=None, missing=(), flags: str = "", prot=None) -> str:
-    esc = html.escape
-    path = display_path(study.path) or f"studies/{study.id}.yaml"
-    parts = ["<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
-             f"<title>{esc(study.title or study.id)}: uwbench report</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
-             f"<h1>{esc(study.title or study.id)} <small>(<code>{esc(study.id)}</code>)</small></h1>\n"]
-    if study.question:
-        parts.append(f"<p><b>Question.</b> {esc(study.question)}</p>\n")
-    n_run = int((summary["state"] == tables.OK).sum())
-    meaning = status_meaning(summary, status)
-    parts.append(f'<p><span class="status">Status: {esc(status)}</span> {n_run}/{len(summary)} cells run. '
-                 + (f"{esc(meaning)} " if meaning else "") +
-                 f"Spec hash <code>{esc(study.spec_hash or '—')}</code>. Made by <code>uwbench sweep {esc(path)}</code>"
-                 f" and <code>uwbench report {esc(path)}</code>.</p>\n")
-    if missing:
-        parts.append(f"<p>{esc(_missing_line(study, missing, flags).replace('**', '').replace('`', ''))}</p>\n")
-    parts.append(f"<p>MLflow UI: {study_hint(study.id, html=True)}.</p>\n<h2>Results</h2>\n")
-    for t in blocks:
-        parts.append(formats.to_html(t))
-    if study.stand_ins():
-        parts.append(f"<p><i>Renamed cells: {esc(study.stand_ins())}.</i></p>\n")
-    if prot is not None:
-        parts.append((formats.to_html(prot) if prot.columns else "")
-                     + "".join(f"<p><i>{esc(n)}</i></p>\n" for n in prot.notes))
-    if ttable is not None:
-        parts.append("<h2>Time</h2>\n" + formats.to_html(ttable))
-    if verdict is not None:
-        parts.append(verdict.html())
-    if ptable is not None:
-        parts.append("<h2>Pareto front</h2>\n" + formats.to_html(ptable))
-    if pngs:
-        parts.append("<h2>Figures</h2>\n")
-        for name, caption in pngs:
-            with open(os.path.join(folder, f"{name}.png"), "rb") as f:
-                data = base64.b64encode(f.read()).decode("ascii")
-            parts.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
-                         f"<figcaption>{esc(caption)}</figcaption></figure>\n")
-    if searched is not None:
-        parts.append(searched.html(folder))
-    parts.append("<h2>All cells</h2>\n" + formats.to_html(cells))
-    if study.deviations:
-        parts.append("<h2>Deviations</h2>\n<ul>\n" + "".join(f"<li>{esc(d)}</li>\n" for d in study.deviations)
-                     + "</ul>\n")
-    parts.append("</body>\n</html>\n")
-    return "".join(parts)
 
 
 def study_for_snapshot(snap: Snapshot, studies_dir: str = "studies", folder: str = "") -> StudyView:

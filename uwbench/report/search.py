@@ -105,28 +105,6 @@ class SearchAnalysis:
                 lines += [f"![{caption}]({name}.png)", ""]
         return "\n".join(lines)
 
-    def html(self, folder: str) -> str:
-        import base64
-        import html as html_mod
-
-        esc = html_mod.escape
-        parts = ["<h2>Search analysis</h2>\n",
-                 f"<p>Importance of each searched hyperparameter for {esc(self.objective.name)} (fANOVA, "
-                 f"seed {IMPORTANCE_SEED}; shares sum to 1; indicative only with few trials).</p>\n"]
-        if self.table.rows:
-            parts.append(formats.to_html(self.table))
-        for c in self.cells:
-            parts.append(f"<h3>{esc(c.label)} <small>({esc(c.cell)}: {c.n_finished} finished of {c.n_trials} "
-                         "search trials)</small></h3>\n")
-            parts += [f'<p class="note">{esc(n)}</p>\n' for n in c.notes]
-            for name, caption in c.figures:
-                with open(os.path.join(folder, f"{name}.png"), "rb") as f:
-                    data = base64.b64encode(f.read()).decode("ascii")
-                parts.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
-                             f"<figcaption>{esc(caption)}</figcaption></figure>\n")
-        return "".join(parts)
-
-
 # --------------------------------------------------------------------------------------------------
 # What the study searched: objective and distributions
 # --------------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ gains of UW over regular writing at the best ratio inside that window with those
 """
 from __future__ import annotations
 
-import html
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -429,17 +428,6 @@ class Verdicts:
             lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
         lines += [f"**Compute.** {self.compute.text()}", ""]
         return "\n".join(lines)
-
-    def html(self) -> str:
-        parts = ["<h2>Verdicts</h2>\n", f"<p>{html.escape(RULE_TEXT.replace('**', ''))}</p>\n"]
-        if self.orderings:
-            parts.append(formats.to_html(self.ordering_table()))
-        if self.claims:
-            parts.append(formats.to_html(self.claim_table()))
-        if self.regimes:
-            parts.append(formats.to_html(self.regime_table()))
-        parts.append(f"<p><b>Compute.</b> {html.escape(self.compute.text())}</p>\n")
-        return "".join(parts)
 
     def write(self, folder: str, files: List[str]) -> None:
         for name, t in (("verdicts.csv", self.claim_table()), ("orderings.csv", self.ordering_table()),

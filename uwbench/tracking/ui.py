@@ -98,16 +98,10 @@ def link_line(experiment: str, experiment_id: Optional[str] = None, tracking_uri
     return f"MLflow UI, experiment {experiment!r}: {experiment_url(experiment_id, tracking_uri, port)}{how}"
 
 
-def study_hint(study_id: str, port: int = PORT, html: bool = False) -> str:
-    """What a report says about the UI. A report is computed from its snapshot alone, which does not know
-    the store (nor so the experiment's id in it): the hint names the command that prints the link.
-    Markdown by default; ``html=True`` gives escaped HTML with <code> spans."""
-    if html:
-        import html as html_mod
-
-        code = lambda text: f"<code>{html_mod.escape(text)}</code>"  # noqa: E731
-    else:
-        code = lambda text: f"`{text}`"  # noqa: E731
+def study_hint(study_id: str, port: int = PORT) -> str:
+    """What a report says about the UI (Markdown). A report is computed from its snapshot alone, which does
+    not know the store (nor so the experiment's id in it): the hint names the command that prints the link."""
+    code = lambda text: f"`{text}`"  # noqa: E731
     return (f"{code(SERVE_LOCAL)} serves the MLflow store and prints the link to experiment {code(study_id)}'s "
             f"runs table, {code(f'http://{HOST}:{port}/#/experiments/<id>?workflowType={WORKFLOW}')} "
             "(the id is the one in your store)")
