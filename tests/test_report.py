@@ -660,3 +660,34 @@ def test_an_interrupted_run_makes_its_cell_incomplete_not_failed():
     frame.loc[one, "status"] = "killed"
     s = tables.summarize(fixture_view(), frame).set_index("cell")
     assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 0 and s.loc["dnc_cuw-copy-T50", "state"] == tables.OK
+
+
+def test_a_run_set_mixing_solo_and_population_training_says_so_and_keeps_the_column(tmp_path):
+    """Runs trained in a population carry ``population_size``: runs.csv gains the column (only then), and the
+    time section's notes count how the final runs were trained, saying the kinds are mixed."""
+    from uwbench.report import report_from_csv
+
+    committed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reports",
+                             "table3_pixel_mnist")
+    runs = pd.read_csv(os.path.join(committed, "runs.csv"), dtype=str, keep_default_na=False)
+    final = runs.index[(runs["role"] == "final") & (runs["status"] == "finished")]
+    together = final[: len(final) // 2]
+    runs["population_size"] = ""
+    runs.loc[together, "population_size"] = "3"
+    src = tmp_path / "snap" / "table3_pixel_mnist"
+    src.mkdir(parents=True)
+    runs.to_csv(src / "runs.csv", index=False, lineterminator="\n")
+    shutil.copy(os.path.join(committed, "curves.csv"), src)
+    studies = os.path.join(os.path.dirname(committed), "..", "studies")
+    report_from_csv(str(src / "runs.csv"), out=str(tmp_path / "out"), studies_dir=studies, index=False)
+    folder = tmp_path / "out" / "table3_pixel_mnist"
+    header = (folder / "runs.csv").read_text().splitlines()[0].split(",")
+    assert header[-1] == "population_size"
+    assert snapshot.Snapshot.from_dir(str(folder)).runs["population_size"].dropna().tolist() == [3.0] * len(together)
+    time_md = (folder / "README.md").read_text().split("## Time", 1)[1]  # the time table and its notes
+    alone = len(final) - len(together)
+    assert f"Trained: {len(together)} in populations of 3, {alone} alone (of {len(final)} final runs)" in time_md
+    assert "mixes runs trained alike and not" in time_md
+    # the committed report, every run trained alone, has neither the column nor the note
+    assert "population_size" not in open(os.path.join(committed, "runs.csv")).readline()
+    assert "Trained:" not in open(os.path.join(committed, "README.md")).read()

@@ -89,7 +89,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
         _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
     cells = tables.cells_table(summary, study)
     _write(os.path.join(folder, "cells.csv"), to_csv_text(*_csv_args(cells)), files)
-    ttable = timing.time_table(summary)
+    ttable = timing.time_table(summary, runs)
     if ttable is not None:
         _write(os.path.join(folder, "time.md"), formats.to_markdown(ttable), files)
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)

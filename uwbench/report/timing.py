@@ -54,9 +54,33 @@ def devices(summary: pd.DataFrame) -> List[str]:
     return sorted(out)
 
 
-def time_table(summary: pd.DataFrame) -> Optional[Table]:
+def training_note(runs: pd.DataFrame) -> Optional[str]:
+    """How the finished final runs were trained, where some trained in a population (their ``population_size``;
+    ``uwbench.training.population``): a member's seconds per 100 updates is its share of its population's
+    time, so a run set that mixes the two kinds says so. None where every run trained alone."""
+    if "population_size" not in runs.columns or not len(runs):
+        return None
+    final = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
+    together = final["population_size"][final["population_size"].map(_isnum)]
+    if len(together) == 0:
+        return None
+    sizes = together.astype(int).value_counts().sort_index()
+    parts = [f"{n} in populations of {k}" for k, n in sizes.items()]
+    alone = len(final) - len(together)
+    if alone:
+        parts.append(f"{alone} alone")
+    text = (f"Trained: {', '.join(parts)} (of {len(final)} final runs). A population member's time is its share "
+            "of its population's (the population's time over its members)")
+    if alone or len(sizes) > 1:
+        text += ("; this run set mixes runs trained alike and not: a time compared across cells of different kinds "
+                 "compares a run's own time with a share of a population's")
+    return text + "."
+
+
+def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Optional[Table]:
     """Seconds per 100 updates (training only, evaluation excluded) per cell, and the reduction of
-    uniform and cached-uniform writing against regular writing."""
+    uniform and cached-uniform writing against regular writing. ``runs``: the report's runs, for the note on
+    populations (``training_note``)."""
     timed = summary[summary["sec100_mean"].map(_isnum)]
     if len(timed) == 0:
         return None
@@ -101,5 +125,8 @@ def time_table(summary: pd.DataFrame) -> Optional[Table]:
                      "differ much the runs shared their cores.")
         notes.append("Regular writing's CPU s / 100: the regular-writing cell the reduction is taken against, on the "
                      "same CPU seconds (a value marked (wall) is wall seconds, where a side recorded no CPU time).")
+    trained = training_note(runs) if runs is not None else None
+    if trained is not None:
+        notes.append(trained)
     return Table(title=f"Training time per 100 updates ({dev})", columns=columns, rows=rows,
                  csv_columns=csv_columns, csv_rows=csv_rows, notes=notes)

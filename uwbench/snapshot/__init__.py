@@ -20,7 +20,7 @@ report's folder or a board's). This package exports the first five's public name
 """
 from uwbench.snapshot.check import SnapshotError, check_snapshot_text
 from uwbench.snapshot.columns import (CURVE_COLUMNS, CURVE_METRICS, INTERRUPTED, METRIC_COLUMNS, RESTORED_RUN_ID,
-                                      RESTORED_TRACE, TRACE_COLUMNS, columns, float_columns, int_columns,
+                                      RESTORED_TRACE, TRACE_COLUMNS, all_columns, columns, float_columns, int_columns,
                                       numeric_columns)
 from uwbench.snapshot.files import Snapshot
 from uwbench.snapshot.mlflow_rows import from_mlflow, normalise_mlflow, restored_ids
@@ -28,6 +28,6 @@ from uwbench.snapshot.text import (curves_text, format_value, read_csv_text, run
                                    with_steps)
 
 __all__ = ["CURVE_COLUMNS", "CURVE_METRICS", "INTERRUPTED", "METRIC_COLUMNS", "RESTORED_RUN_ID", "RESTORED_TRACE",
-           "TRACE_COLUMNS", "Snapshot", "SnapshotError", "check_snapshot_text", "columns", "curves_text",
+           "TRACE_COLUMNS", "Snapshot", "SnapshotError", "all_columns", "check_snapshot_text", "columns", "curves_text",
            "float_columns", "format_value", "from_mlflow", "int_columns", "normalise_mlflow", "numeric_columns",
            "read_csv_text", "restored_ids", "runs_text", "to_csv_text", "traces_text", "with_steps"]

@@ -1,6 +1,6 @@
 """The columns of a snapshot's files, in order, and the tags that tie a restored run to its snapshot.
 
-``runs.csv`` has ``columns()``: each is read from a run's tag first, then from its flattened config params
+``runs.csv`` has ``columns()``, then those of ``OPTIONAL_COLUMNS`` that some run has: each is read from a run's tag first, then from its flattened config params
 (the axis's config path, ``uwbench.axes.param_paths``), then from its metrics. ``curves.csv`` has
 ``CURVE_COLUMNS`` (the learning curves ``CURVE_METRICS`` of the final runs), ``traces.csv`` ``TRACE_COLUMNS``.
 """
@@ -25,7 +25,11 @@ METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "m
 # one), so a reader sees each run's budget
 BUDGET_COLUMNS = ("steps",)
 STEPS_PARAM = "params.train.steps"
-ID_INT_COLUMNS = ("trial_number", "num_parameters", "steps")  # the integer columns that are not axes
+# Columns written only where a run has a value, so the snapshots of runs without one keep their bytes.
+# population_size: the members of the population the run trained in (``uwbench.training.population``); a
+# run trained alone has none.
+OPTIONAL_COLUMNS = ("population_size",)
+ID_INT_COLUMNS = ("trial_number", "num_parameters", "steps", "population_size")  # integer columns, not axes
 
 
 def axis_columns() -> Tuple[str, ...]:
@@ -35,6 +39,11 @@ def axis_columns() -> Tuple[str, ...]:
 
 def columns() -> Tuple[str, ...]:
     return ID_COLUMNS + axis_columns() + BUDGET_COLUMNS + META_COLUMNS + METRIC_COLUMNS
+
+
+def all_columns() -> Tuple[str, ...]:
+    """``columns()`` and the optional ones (``OPTIONAL_COLUMNS``): what a run may carry."""
+    return columns() + OPTIONAL_COLUMNS
 
 
 def int_columns() -> Tuple[str, ...]:

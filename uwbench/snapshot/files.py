@@ -9,7 +9,7 @@ import numpy as np
 
 from uwbench import atomic
 from uwbench.snapshot.check import SnapshotError, check_snapshot_text
-from uwbench.snapshot.columns import CURVE_COLUMNS, TRACE_COLUMNS, columns, numeric_columns
+from uwbench.snapshot.columns import CURVE_COLUMNS, TRACE_COLUMNS, all_columns, numeric_columns
 from uwbench.snapshot.text import read_csv_text, runs_text, to_csv_text, with_steps
 
 class Snapshot:
@@ -22,11 +22,11 @@ class Snapshot:
         self.curves = read_csv_text(self.curves_csv, ("step", "value"))
         numeric = numeric_columns()
         self.runs = read_csv_text(runs, numeric)
-        for c in columns():
+        for c in all_columns():
             if c not in self.runs.columns:  # an older snapshot: missing columns read as empty
                 self.runs[c] = np.nan if c in numeric else ""
         if len(self.runs) and self.runs["steps"].isna().any():  # runs.csv without the updates made: from the curves
-            rows = self.runs[list(columns())].to_dict("records")
+            rows = self.runs[list(all_columns())].to_dict("records")
             runs = runs_text(with_steps(rows, self.curves))
             self.runs = read_csv_text(runs, numeric)
         self.runs_csv = runs

@@ -9,8 +9,8 @@ from typing import Dict, List, Mapping, Optional
 import pandas as pd
 
 from uwbench import axes
-from uwbench.snapshot.columns import (CURVE_METRICS, INTERRUPTED, RESTORED_RUN_ID, STEPS_PARAM, columns, float_columns,
-                                      int_columns)
+from uwbench.snapshot.columns import (CURVE_METRICS, INTERRUPTED, RESTORED_RUN_ID, STEPS_PARAM, all_columns,
+                                      float_columns, int_columns)
 from uwbench.snapshot.files import Snapshot
 from uwbench.snapshot.text import curves_text, read_csv_text, runs_text, with_steps
 
@@ -44,7 +44,7 @@ def normalise_mlflow(frame: pd.DataFrame, study_id: str) -> List[Dict]:
             continue
         row: Dict = {"run_id": record.get("run_id")}
         params = axes.param_paths()
-        for col in columns():
+        for col in all_columns():
             if col == "run_id":
                 continue
             keys = [f"tags.{col}"]

@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from uwbench.snapshot.columns import CURVE_COLUMNS, TRACE_COLUMNS, columns
+from uwbench.snapshot.columns import CURVE_COLUMNS, OPTIONAL_COLUMNS, TRACE_COLUMNS, columns
 
 SORT_KEYS = ("study", "cell", "role", "seed", "trial_number", "run_id")
 FLOAT_FORMAT = ".10g"  # 10 significant digits: parse(format(x)) formats back to the same text
@@ -98,7 +98,10 @@ def with_steps(rows: List[Dict], curves: pd.DataFrame) -> List[Dict]:
 
 
 def runs_text(rows: Iterable[Mapping]) -> str:
-    return to_csv_text(columns(), sorted(rows, key=_sort_key))
+    """``columns()``, and each optional column that some row has a value in, in ``OPTIONAL_COLUMNS`` order."""
+    rows = sorted(rows, key=_sort_key)
+    held = tuple(c for c in OPTIONAL_COLUMNS if any(format_value(r.get(c)) for r in rows))
+    return to_csv_text(columns() + held, rows)
 
 
 def curves_text(rows: Iterable[Mapping]) -> str:

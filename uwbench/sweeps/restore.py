@@ -106,7 +106,7 @@ def _tags(ctx: Context, job: common.Job, row: Mapping, folder: str, resolved) ->
 
     tags = common.child_tags(job, resolved)
     metric_cols = set(snap_mod.METRIC_COLUMNS)
-    for col in snap_mod.columns():  # the snapshot's own values win: they are what the run recorded
+    for col in snap_mod.all_columns():  # the snapshot's own values win: they are what the run recorded
         if col in metric_cols or col in COMPARED_AWAY or not _present(row.get(col)):
             continue
         value = row[col]
@@ -194,7 +194,7 @@ def _check_round_trip(plan: Plan, row: Mapping, snap, run_id: str, uri: str) -> 
     if len(back) != 1:
         raise RestoreError(f"restored run {run_id} cannot be read back from {uri} ({len(back)} rows)")
     got = back[0]
-    differ = [c for c in snap_mod.columns() if c not in COMPARED_AWAY
+    differ = [c for c in snap_mod.all_columns() if c not in COMPARED_AWAY
               and snap_mod.format_value(_blank(got.get(c))) != snap_mod.format_value(_blank(row.get(c)))]
     if differ:
         raise RestoreError(f"restored run {run_id} (snapshot run {row['run_id']}) reads back with other values in "
