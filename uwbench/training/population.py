@@ -21,8 +21,9 @@ What makes a member its solo run (``tests/test_population.py`` checks it in floa
 each update's time divided by the members it trained, summed over the member's updates. So a member of
 a population of K costs what K of them cost together, over K; the population's own seconds per 100
 population updates and its size are tags of every member's run (``population_seconds_per_100``,
-``population_size``). A run trained alone has no ``population`` tag; a report whose runs mix the two
-says so (``report/time.py``).
+``population_size``). A run trained alone has no ``population`` tag. The time tables
+(``uwbench/report/timing.py``) read a member's share as they read a solo run's time and do not mark the
+two apart; the tag does.
 
 **Resume.** Each member checkpoints as a solo run does. After a kill, members may stand at different
 updates (the kill fell between two members' checkpoint writes): the population starts from the member
