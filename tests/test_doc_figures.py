@@ -4,7 +4,8 @@
 backticks, opening a parenthesis: ``... 99.7 ± 0.2 on reverse (`reports/table1_memorization/protocols.md`)``,
 or ``(`a.csv`, `b.json`)`` for several files (the figures are then looked up in all of them). A citation
 covers every figure written before it in its sentence (in a table row: its cell), back to the previous
-citation of that sentence. The files cited are those under ``reports/`` and ``benchmarks/results/``.
+citation of that sentence. In a table, a citation in a column's header cell covers every cell of that column,
+as if written at the end of each. The files cited are those under ``reports/`` and ``benchmarks/results/``.
 
 **What counts as a figure**: a number with a decimal point (``20.1``, ``+2.2%``, ``1.18x``) or with a thousands
 separator (``4,146``), written outside backticks and link targets. Small integers (seeds, T = 50, dates) are
@@ -63,12 +64,15 @@ def docs(root: str = ROOT) -> List[str]:
 
 def _prose_paragraphs(text: str) -> List[Tuple[int, str]]:
     """(first line number, text) of each paragraph outside fenced code and generated blocks; each table row,
-    and each of its cells, counts as a paragraph of its own."""
+    and each of its cells, counts as a paragraph of its own (a body cell followed by the citations of its
+    column's header cell, if any)."""
     out: List[Tuple[int, str]] = []
     lines = text.splitlines()
     fence = generated = False
     buf: List[str] = []
     start = 0
+    header: List[str] = []  # per column of the table being read: its header cell's citations
+    in_table = False
 
     def flush():
         if buf:
@@ -92,11 +96,20 @@ def _prose_paragraphs(text: str) -> List[Tuple[int, str]]:
             continue
         if not s:
             flush()
+            in_table = False
             continue
         if s.startswith("|"):
             flush()
-            out += [(i, cell) for cell in s.strip("|").split("|")]
+            cells = s.strip("|").split("|")
+            if not in_table:  # the header row
+                in_table = True
+                header = [" ".join(m.group(0) for m in CITATION.finditer(c)) for c in cells]
+                out += [(i, cell) for cell in cells]
+            elif not re.fullmatch(r"[\s|:-]*", s):  # a body row (not the |---| line)
+                out += [(i, cell + (" " + header[k] if k < len(header) and header[k] else ""))
+                        for k, cell in enumerate(cells)]
             continue
+        in_table = False
         if not buf:
             start = i
         buf.append(s)
@@ -324,3 +337,14 @@ def test_a_misnamed_function_and_a_missing_file_are_caught(tmp_path):
 def test_rounding_and_fractions(tmp_path, figure, ok):
     (tmp_path / "f.json").write_text('{"a": 0.2011, "b": 4146, "c": 0.18}', encoding="utf-8")
     assert holds(str(tmp_path / "f.json"), figure) is ok
+
+
+def test_a_citation_in_a_header_cell_covers_its_column(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "a.csv").write_text("x,y\n12.5,3\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "x.md").write_text(
+        "| cell | value (`reports/a.csv`) | other |\n|---|---:|---:|\n| one | 12.5 | 7.25 |\n| two | 13.5 | 1.5 |\n\n"
+        "After the table 9.5 is prose.\n", encoding="utf-8")
+    assert [(line, fig) for line, fig, _ in citations(str(tmp_path / "docs" / "x.md"))] == [(3, "12.5"), (4, "13.5")]
+    assert figure_errors(str(tmp_path)) == ["docs/x.md:4: 13.5 is not in reports/a.csv"]
