@@ -140,17 +140,29 @@ def citations(path: str) -> List[Tuple[int, str, List[str]]]:
     return found
 
 
+def _pieces(path: str, text: str) -> List[str]:
+    """The text a file's numbers are read from: a CSV's fields one by one (its commas separate fields, so
+    ``0,4,2731.8`` is three numbers, not 4,273), any other file whole."""
+    if not path.endswith(".csv"):
+        return [text]
+    import csv
+    import io
+
+    return [field for row in csv.reader(io.StringIO(text)) for field in row]
+
+
 @lru_cache(maxsize=None)
 def _numbers(path: str) -> Tuple[float, ...]:
     """Every number a file holds, sorted: its text's numbers and, for a CSV, each numeric column's sum and mean."""
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     values: Set[float] = set()
-    for m in NUMBER.finditer(text):
-        try:
-            values.add(abs(float(m.group(0).replace(",", ""))))
-        except ValueError:
-            pass
+    for piece in _pieces(path, text):
+        for m in NUMBER.finditer(piece):
+            try:
+                values.add(abs(float(m.group(0).replace(",", ""))))
+            except ValueError:
+                pass
     if path.endswith(".csv"):
         import pandas as pd
 
@@ -302,7 +314,13 @@ def test_the_check_fails_when_a_cited_figure_is_edited_in_its_committed_csv(tmp_
     def bump(m):  # every number of the CSV that the figure rounds from: moved well away from it
         return str(float(m.group(0)) + 7.0) if holds_value(m.group(0), figure) else m.group(0)
 
-    (tmp_path / csv).write_text(NUMBER.sub(bump, text), encoding="utf-8")
+    import csv as csvlib
+    import io
+
+    out = io.StringIO()
+    csvlib.writer(out, lineterminator="\n").writerows(
+        [[NUMBER.sub(bump, field) for field in row] for row in csvlib.reader(io.StringIO(text))])
+    (tmp_path / csv).write_text(out.getvalue(), encoding="utf-8")
     _numbers.cache_clear()
     try:
         errors = figure_errors(str(tmp_path))
@@ -331,6 +349,11 @@ def test_a_misnamed_function_and_a_missing_file_are_caught(tmp_path):
     (tmp_path / "docs" / "x.md").write_text("It took 12.5 s (`benchmarks/results/none.json`).\n", encoding="utf-8")
     assert figure_errors(str(tmp_path)) == [
         "docs/x.md:1: 12.5 cites benchmarks/results/none.json, which does not exist"]
+
+
+def test_the_fields_of_a_csv_are_read_apart(tmp_path):
+    (tmp_path / "f.csv").write_text("a,b,c\n2.28,4,2731.8\n", encoding="utf-8")
+    assert holds(str(tmp_path / "f.csv"), "2,732") and not holds(str(tmp_path / "f.csv"), "4,273")
 
 
 @pytest.mark.parametrize("figure,ok", [("20.1%", True), ("0.2", True), ("4,146", True), ("20.2%", False)])
