@@ -4,7 +4,8 @@
 backticks, opening a parenthesis: ``... 99.7 ± 0.2 on reverse (`reports/table1_memorization/protocols.md`)``,
 or ``(`a.csv`, `b.json`)`` for several files (the figures are then looked up in all of them). A citation
 covers every figure written before it in its sentence (in a table row: its cell), back to the previous
-citation of that sentence. The files cited are those under ``reports/`` and ``benchmarks/results/``.
+citation of that sentence. In a table, a citation in a column's header cell covers every cell of that column,
+as if written at the end of each. The files cited are those under ``reports/`` and ``benchmarks/results/``.
 
 **What counts as a figure**: a number with a decimal point (``20.1``, ``+2.2%``, ``1.18x``) or with a thousands
 separator (``4,146``), written outside backticks and link targets. Small integers (seeds, T = 50, dates) are
@@ -63,12 +64,15 @@ def docs(root: str = ROOT) -> List[str]:
 
 def _prose_paragraphs(text: str) -> List[Tuple[int, str]]:
     """(first line number, text) of each paragraph outside fenced code and generated blocks; each table row,
-    and each of its cells, counts as a paragraph of its own."""
+    and each of its cells, counts as a paragraph of its own (a body cell followed by the citations of its
+    column's header cell, if any)."""
     out: List[Tuple[int, str]] = []
     lines = text.splitlines()
     fence = generated = False
     buf: List[str] = []
     start = 0
+    header: List[str] = []  # per column of the table being read: its header cell's citations
+    in_table = False
 
     def flush():
         if buf:
@@ -92,11 +96,20 @@ def _prose_paragraphs(text: str) -> List[Tuple[int, str]]:
             continue
         if not s:
             flush()
+            in_table = False
             continue
         if s.startswith("|"):
             flush()
-            out += [(i, cell) for cell in s.strip("|").split("|")]
+            cells = s.strip("|").split("|")
+            if not in_table:  # the header row
+                in_table = True
+                header = [" ".join(m.group(0) for m in CITATION.finditer(c)) for c in cells]
+                out += [(i, cell) for cell in cells]
+            elif not re.fullmatch(r"[\s|:-]*", s):  # a body row (not the |---| line)
+                out += [(i, cell + (" " + header[k] if k < len(header) and header[k] else ""))
+                        for k, cell in enumerate(cells)]
             continue
+        in_table = False
         if not buf:
             start = i
         buf.append(s)
@@ -127,17 +140,29 @@ def citations(path: str) -> List[Tuple[int, str, List[str]]]:
     return found
 
 
+def _pieces(path: str, text: str) -> List[str]:
+    """The text a file's numbers are read from: a CSV's fields one by one (its commas separate fields, so
+    ``0,4,2731.8`` is three numbers, not 4,273), any other file whole."""
+    if not path.endswith(".csv"):
+        return [text]
+    import csv
+    import io
+
+    return [field for row in csv.reader(io.StringIO(text)) for field in row]
+
+
 @lru_cache(maxsize=None)
 def _numbers(path: str) -> Tuple[float, ...]:
     """Every number a file holds, sorted: its text's numbers and, for a CSV, each numeric column's sum and mean."""
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     values: Set[float] = set()
-    for m in NUMBER.finditer(text):
-        try:
-            values.add(abs(float(m.group(0).replace(",", ""))))
-        except ValueError:
-            pass
+    for piece in _pieces(path, text):
+        for m in NUMBER.finditer(piece):
+            try:
+                values.add(abs(float(m.group(0).replace(",", ""))))
+            except ValueError:
+                pass
     if path.endswith(".csv"):
         import pandas as pd
 
@@ -289,7 +314,13 @@ def test_the_check_fails_when_a_cited_figure_is_edited_in_its_committed_csv(tmp_
     def bump(m):  # every number of the CSV that the figure rounds from: moved well away from it
         return str(float(m.group(0)) + 7.0) if holds_value(m.group(0), figure) else m.group(0)
 
-    (tmp_path / csv).write_text(NUMBER.sub(bump, text), encoding="utf-8")
+    import csv as csvlib
+    import io
+
+    out = io.StringIO()
+    csvlib.writer(out, lineterminator="\n").writerows(
+        [[NUMBER.sub(bump, field) for field in row] for row in csvlib.reader(io.StringIO(text))])
+    (tmp_path / csv).write_text(out.getvalue(), encoding="utf-8")
     _numbers.cache_clear()
     try:
         errors = figure_errors(str(tmp_path))
@@ -320,7 +351,23 @@ def test_a_misnamed_function_and_a_missing_file_are_caught(tmp_path):
         "docs/x.md:1: 12.5 cites benchmarks/results/none.json, which does not exist"]
 
 
+def test_the_fields_of_a_csv_are_read_apart(tmp_path):
+    (tmp_path / "f.csv").write_text("a,b,c\n2.28,4,2731.8\n", encoding="utf-8")
+    assert holds(str(tmp_path / "f.csv"), "2,732") and not holds(str(tmp_path / "f.csv"), "4,273")
+
+
 @pytest.mark.parametrize("figure,ok", [("20.1%", True), ("0.2", True), ("4,146", True), ("20.2%", False)])
 def test_rounding_and_fractions(tmp_path, figure, ok):
     (tmp_path / "f.json").write_text('{"a": 0.2011, "b": 4146, "c": 0.18}', encoding="utf-8")
     assert holds(str(tmp_path / "f.json"), figure) is ok
+
+
+def test_a_citation_in_a_header_cell_covers_its_column(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "a.csv").write_text("x,y\n12.5,3\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "x.md").write_text(
+        "| cell | value (`reports/a.csv`) | other |\n|---|---:|---:|\n| one | 12.5 | 7.25 |\n| two | 13.5 | 1.5 |\n\n"
+        "After the table 9.5 is prose.\n", encoding="utf-8")
+    assert [(line, fig) for line, fig, _ in citations(str(tmp_path / "docs" / "x.md"))] == [(3, "12.5"), (4, "13.5")]
+    assert figure_errors(str(tmp_path)) == ["docs/x.md:4: 13.5 is not in reports/a.csv"]
