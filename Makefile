@@ -20,7 +20,7 @@ TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, len(os.sched_getaffi
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-slow test-gpu gpu-check lint bench paper-cpu paper50 mlflow-ui dashboard clean
+.PHONY: install demo test test-slow test-gpu gpu-check lint bench paper-cpu paper50 paper100 mlflow-ui dashboard clean
 
 install: $(STAMP)
 
@@ -61,6 +61,13 @@ WORKERS ?= 2
 PAPER50_STUDIES ?= table1_memorization table2_reasoning
 paper50: install
 	for s in $(PAPER50_STUDIES); do $(PY) -m uwbench restore studies/$$s.yaml && $(PY) -m uwbench sweep studies/$$s.yaml --workers $(WORKERS) && $(PY) -m uwbench report studies/$$s.yaml || exit $$?; done
+
+# Table 1's T=100 columns (profile paper100), DNC and DNC+UW first, continued the same way from the runs committed
+# in reports/table1_memorization/t100/ (a report folder of its own: the T=50 report is paper50's).
+PAPER100_CELLS ?= --cells 'dnc-*-T100' --cells 'dnc_uw-*-T100'
+T100_REPORT ?= reports/table1_memorization/t100
+paper100: install
+	if [ -f $(T100_REPORT)/runs.csv ]; then $(PY) -m uwbench restore studies/table1_memorization.yaml --profile paper100 --from $(T100_REPORT); fi && $(PY) -m uwbench sweep studies/table1_memorization.yaml --profile paper100 $(PAPER100_CELLS) --workers $(WORKERS)
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db

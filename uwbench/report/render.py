@@ -122,7 +122,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
             report.figures[name] = fig
     missing = tables.missing_cells(summary)
     readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing,
-                     prot)
+                     prot, folder)
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
            page.to_html(readme, title=f"{study.title or study.id}: uwbench report", folder=folder), files)
@@ -306,6 +306,15 @@ def _backend_flag(backends: str) -> str:
     return f" --backend {backends}" if backends not in ("—", "", "optuna") and "," not in backends else ""
 
 
+def _snapshot_path(study: StudyView, folder: str) -> str:
+    """The report's runs.csv as the rebuild command names it: ``reports/<id>/runs.csv``, or for a report in a
+    folder of its own inside the study's (``reports/<id>/<name>/``, e.g. Table 1's T=100 columns) that folder's."""
+    name = os.path.basename(os.path.normpath(folder)) if folder else study.id
+    parent = os.path.basename(os.path.dirname(os.path.normpath(folder))) if folder else ""
+    sub = f"{name}/" if name != study.id and parent == study.id else ""
+    return f"reports/{study.id}/{sub}runs.csv"
+
+
 def _profile_flag(profiles: str) -> str:
     if profiles in ("—", ""):
         return ""
@@ -348,7 +357,7 @@ def status_meaning(summary, status: str) -> str:
 
 
 def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
-            ptable=None, missing=(), prot=None) -> str:
+            ptable=None, missing=(), prot=None, folder: str = "") -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == tables.OK).sum())
@@ -368,8 +377,10 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
         lines += [_missing_line(study, missing, flags), ""]
     lines += ["## How it was made", "", "```bash",
               f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]) + flags,
-              f"uwbench report {path}" + (_profile_flag(facts["profile"]) + flags if flags else ""),
-              f"uwbench report --from-csv reports/{study.id}/runs.csv   # rebuild without MLflow",
+              f"uwbench report {path}" + (_profile_flag(facts["profile"]) + flags
+                                          if flags or facts["profile"] not in ("—", "", study.default_profile)
+                                          else ""),
+              f"uwbench report --from-csv {_snapshot_path(study, folder)}   # rebuild without MLflow",
               "```", "",
               f"- MLflow experiment: `{study.id}`; {facts['finals']}" + (f", {facts['trials']}" if facts["trials"] else ""),
               f"- MLflow UI: {study_hint(study.id)}",

@@ -44,6 +44,7 @@ class StudyView:
     path: str = ""  # the study file, relative to the working directory (for commands shown)
     deviations: List[str] = field(default_factory=list)
     profiles: List[str] = field(default_factory=list)
+    default_profile: str = ""  # the study's default profile (a report of another names its --profile)
     tolerance: Optional[float] = None
     paper_ref: str = ""  # which table / figure of the paper the study reproduces
     paper_notes: str = ""
@@ -180,13 +181,16 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
         mode=spec.mode, metric=metric, cells=cells,
         spec_hash=", ".join(f"{p.spec_hash} ({p.profile})" for p in used), path=path,
         deviations=[" ".join(d.split()) for d in spec.deviations], profiles=[p.profile for p in used],
+        default_profile=spec.default_profile,
         paper_ref=" ".join(spec.artifact.split()) + (
             f"; paper values: {paper.source}" if paper is not None and paper.source and paper.source != spec.artifact
             else ""),
         paper_notes=" ".join(paper.notes.split()) if paper is not None else "",
         objectives=[(o.metric, o.direction) for o in spec.objectives] if spec.multi_objective else [],
         protocol_label=spec.protocols.label if spec.protocols is not None else "",
-        protocols_other=[(o.label, o.snapshot) for o in spec.protocols.others] if spec.protocols is not None else [],
+        protocols_other=[(o.label, o.snapshot) for o in spec.protocols.others
+                         if (o.profile or spec.default_profile) in {p.profile for p in used}]
+        if spec.protocols is not None else [],
     )
 
 

@@ -245,6 +245,9 @@ class Profile(Strict):
 class OtherRunSet(Strict):
     label: str  # its column header in the report, e.g. "decoder writes (the released code)"
     snapshot: str  # its snapshot folder (runs.csv, curves.csv), relative to the study's report folder
+    # the profile its runs were made with (default: the study's default profile): it is shown only beside a report
+    # of that profile (a report of another profile has other cells, e.g. Table 1's T=100 columns)
+    profile: Optional[str] = None
 
 
 class Protocols(Strict):
