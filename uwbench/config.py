@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from uwbench import suggest
+from uwbench.errors import UserError
 
 SECTIONS = ("task", "model", "train")  # the sections of a run config: the one list every module asks
 KEY_PATTERN = re.compile(rf"^({'|'.join(SECTIONS)})\.[a-z_][a-z0-9_]*$")  # a config path: section.key
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration value or key that is not allowed; the message names the key and the fix."""
 
 
