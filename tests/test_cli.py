@@ -56,6 +56,55 @@ def test_memory_flag_on_a_model_without_memory_is_refused(capsys):
     assert "unknown key 'memory_size'" in capsys.readouterr().err
 
 
+def _ls_raising(monkeypatch, exc):
+    import uwbench.commands.ls as ls
+
+    def run(args):
+        raise exc
+
+    monkeypatch.setattr(ls, "run", run)
+
+
+def test_a_user_error_is_one_line_with_exit_code_2(monkeypatch, capsys):
+    from uwbench.errors import UserError
+
+    class PluginSettingError(UserError):
+        pass
+
+    _ls_raising(monkeypatch, PluginSettingError("`every >= 1` must hold, got 0"))
+    assert main(["ls"]) == 2
+    err = capsys.readouterr().err
+    assert err == "uwbench ls: error: `every >= 1` must hold, got 0\n"
+
+
+def test_any_other_exception_shows_as_a_bug_and_debug_gives_its_traceback(monkeypatch, capsys):
+    """A plain ValueError (or any exception that is not a UserError) is not the user's to fix: it says it is a
+    bug, exit code 1 (not the user error's 2), no traceback; --debug raises it, traceback and all."""
+    _ls_raising(monkeypatch, ValueError("an internal check failed\nwith detail"))
+    assert main(["ls"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("uwbench ls: error: ValueError: an internal check failed (a bug in uwbench or a plugin")
+    assert "--debug" in err and "Traceback" not in err and "with detail" not in err and err.count("\n") == 1
+    with pytest.raises(ValueError, match="an internal check failed"):
+        main(["ls", "--debug"])
+
+
+def test_the_project_error_types_are_user_errors():
+    from uwbench.config import ConfigError
+    from uwbench.errors import DataNotFoundError, NotFoundError, UserError
+    from uwbench.registry import UnknownNameError
+    from uwbench.snapshot.check import SnapshotError
+    from uwbench.spec.errors import SpecError
+    from uwbench.sweeps.common import SweepError
+    from uwbench.training.checkpoint import CheckpointError
+
+    for cls in (ConfigError, UnknownNameError, SpecError, SweepError, SnapshotError, CheckpointError, NotFoundError,
+                DataNotFoundError):
+        assert issubclass(cls, UserError), cls
+    assert issubclass(UnknownNameError, KeyError) and issubclass(NotFoundError, FileNotFoundError)
+    assert issubclass(UserError, ValueError)  # callers that caught a ValueError for a bad input still do
+
+
 def test_train_records_a_finished_run(tracking_uri, capsys):
     import mlflow
 

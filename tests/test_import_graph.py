@@ -218,3 +218,9 @@ def test_no_package_cycles():
 def test_no_upward_imports():
     upward = upward_imports(GRAPH)
     assert not upward, "imports pointing up the layers:\n" + "\n".join(upward)
+
+
+def test_errors_imports_no_other_module():
+    """``uwbench.errors`` holds the base of the user's errors (``UserError``) that every module derives from, so it
+    sits below them all: it imports no module of the package, not even inside a function."""
+    assert GRAPH["uwbench.errors"] == set()

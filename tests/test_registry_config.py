@@ -42,6 +42,33 @@ def test_invalid_values_name_the_rule():
         resolve_run({"task": {"name": "copy"}, "model": {"name": "lstm"}, "train": {"lr": 0}})
 
 
+def test_train_settings_are_checked_by_their_annotations_one_message_per_rule():
+    """Each rule of TrainConfig is its field's annotation, checked by pydantic: the message says the rule, the
+    value given (converted) and, where the rule has one, its reason; the same when TrainConfig is made directly."""
+    from uwbench.training.config import TrainConfig
+
+    cases = [
+        ({"steps": "0"}, "train: `steps >= 1` must hold, got 0"),
+        ({"checkpoint_every": -1}, "train: `checkpoint_every >= 0` must hold, got -1"),
+        ({"lr": "1e300"}, "train: `lr <= 3.403e+38` must hold, got 1e+300; the largest step a float32 parameter"),
+        ({"clip": "inf"}, "train: `clip` must be finite, got inf; for no clipping set train.clip_mode=none"),
+        ({"device": "tpu"}, "train: `device` must be cpu, cuda, cuda:N or auto, got 'tpu'"),
+        ({"steps": True}, "train.steps must be an integer, got True"),  # a bool is not a number
+        ({"lr": "nan"}, "train.lr must be a number, got NaN"),
+        ({"optimizer": "sgd"}, "train.optimizer must be one of 'adam', 'rmsprop', got 'sgd'"),
+        ({"compile": "maybe"}, "train.compile must be one of 'auto', true, false, got 'maybe'"),
+    ]
+    for values, message in cases:
+        with pytest.raises(ConfigError) as info:
+            build(TrainConfig, values, "train")
+        assert str(info.value).startswith(message), (values, str(info.value))
+    cfg = build(TrainConfig, {"threads": "null", "compile": "off", "batch_size": "8.0", "seed": "3"}, "train")
+    assert (cfg.threads, cfg.compile, cfg.batch_size, cfg.seed) == (None, False, 8, 3)
+    with pytest.raises(ConfigError, match=r"^`eval_every >= 1` must hold, got 0$"):
+        TrainConfig(eval_every=0)
+    assert TrainConfig(steps="12").steps == 12
+
+
 def test_resolve_run_fills_every_default_and_flattens():
     run = resolve_run({"task": {"name": "copy", "seq_len": 7}, "model": {"name": "lstm"}})
     flat = flatten(run.as_dict())

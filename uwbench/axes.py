@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from uwbench.config import KEY_PATTERN, SECTIONS
+from uwbench.errors import UserError
 
 NONE = "none"  # the tag value of an axis that does not apply (e.g. the writer of the LSTM baseline)
 DEFAULT_ID_RANK = 9  # grid axes without a rank come after the named ones in a cell id
@@ -58,14 +59,14 @@ class Axis:
 
     def __post_init__(self):
         if not re.match(r"^[a-z][a-z0-9_]*$", self.name):
-            raise ValueError(f"axis name must be lower_case, got {self.name!r}")
+            raise UserError(f"axis name must be lower_case, got {self.name!r}")
         if self.path is None and self.derive is None:
-            raise ValueError(f"axis {self.name!r} needs a config `path` or a `derive` function")
+            raise UserError(f"axis {self.name!r} needs a config `path` or a `derive` function")
         if self.path is not None and not KEY_PATTERN.match(self.path):
-            raise ValueError(f"axis {self.name!r}: path must be section.key with section one of "
+            raise UserError(f"axis {self.name!r}: path must be section.key with section one of "
                              f"{', '.join(SECTIONS)}, got {self.path!r}")
         if self.type not in (int, float, str):
-            raise ValueError(f"axis {self.name!r}: type must be int, float or str, got {self.type!r}")
+            raise UserError(f"axis {self.name!r}: type must be int, float or str, got {self.type!r}")
 
     def applies_to(self, values: Mapping[str, Any]) -> bool:
         if self.applies is not None:
@@ -146,9 +147,9 @@ _AXES: Dict[str, Axis] = {a.name: a for a in _BUILTIN}
 def register(axis: Axis) -> Axis:
     """Add an axis (after the built-in ones); its name and config path must be new."""
     if axis.name in _AXES:
-        raise ValueError(f"axis {axis.name!r} is already registered")
+        raise UserError(f"axis {axis.name!r} is already registered")
     if axis.path is not None and by_path(axis.path) is not None:
-        raise ValueError(f"config path {axis.path!r} is already the axis {by_path(axis.path).name!r}")
+        raise UserError(f"config path {axis.path!r} is already the axis {by_path(axis.path).name!r}")
     _AXES[axis.name] = axis
     return axis
 
@@ -157,7 +158,7 @@ def unregister(name: str) -> None:
     if name not in _AXES:
         raise KeyError(f"no axis {name!r}; axes: {', '.join(_AXES)}")
     if any(a.name == name for a in _BUILTIN):
-        raise ValueError(f"axis {name!r} is built in and cannot be removed")
+        raise UserError(f"axis {name!r} is built in and cannot be removed")
     del _AXES[name]
 
 

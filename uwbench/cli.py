@@ -5,8 +5,9 @@ and imports heavy libraries (torch, mlflow, optuna, ray) only inside ``run`` so 
 ``uwbench --help`` stays instant.
 
 A failing command prints one line, ``uwbench <command>: error: <what is wrong and the fix>``
-(``uwbench.errors.one_line``); the traceback only with ``--debug`` (before or after the command name) or
-``UWBENCH_DEBUG=1``.
+(``uwbench.errors.one_line``): exit code 2 for a ``UserError`` or a known condition of the machine; any
+other exception is a bug, said to be one, exit code 1. The traceback only with ``--debug`` (before or after
+the command name) or ``UWBENCH_DEBUG=1``.
 """
 from __future__ import annotations
 

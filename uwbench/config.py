@@ -12,6 +12,11 @@ section (``model.cache_size``). ``build`` checks them against the chosen part's 
 built part config in the hidden field ``writer_config``; ``as_dict`` flattens it back, so a section's
 flat keys survive a round trip. A setting that belongs to a part other than the chosen one is an error
 that names its owner.
+
+Values. Each value given is checked by pydantic against its field's annotation, as the study files are
+(``uwbench/spec/schema.py``): the type (a string from ``--set`` converted to it) and the rules written in
+``Annotated`` metadata, once each, with messages in the form ``train: `steps >= 1` must hold, got 0``
+(see "values" below). A ``__post_init__`` may check what an annotation cannot say (rules between fields).
 """
 from __future__ import annotations
 
@@ -21,78 +26,195 @@ import math
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Annotated, Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
 
 from uwbench import suggest
+from uwbench.errors import UserError
 
 SECTIONS = ("task", "model", "train")  # the sections of a run config: the one list every module asks
 KEY_PATTERN = re.compile(rf"^({'|'.join(SECTIONS)})\.[a-z_][a-z0-9_]*$")  # a config path: section.key
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration value or key that is not allowed; the message names the key and the fix."""
 
 
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    """Convert ``value`` (possibly a string from the CLI) to the field type ``annotation``."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Union:  # Optional[X] and unions: None, then the first type that accepts it
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}: cannot use {value!r}")
-    if origin is typing.Literal:
-        for allowed in args:
-            if value == allowed or (isinstance(value, str) and str(allowed) == value):
-                return allowed
-        raise ConfigError(f"{where} must be one of {', '.join(map(repr, args))}, got {value!r}")
-    if annotation is bool:
+# ---- values: each field checked by pydantic, against its annotation ----
+#
+# A config dataclass's annotations are its rules: the type, and the bounds in ``Annotated`` metadata
+# (``steps: Annotated[int, Field(ge=1)] = 10000``), with a ``Why`` for a bound whose message needs its reason.
+# pydantic checks each value given (from YAML, a study or ``--set``: a string) in its lax mode, held a little
+# stricter: a bool is not a number, NaN is not a number, and "none" or "null" is None where None is allowed.
+# Its errors become the messages below (``_message``), each kind once.
+
+NONE_WORDS = ("none", "null")
+BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("<=", "le"),
+          "less_than": ("<", "lt")}
+REASON_OF = {**{kind: name for kind, (_, name) in BOUNDS.items()}, "finite_number": "finite",
+             "string_pattern_mismatch": "pattern"}  # the ``Why`` key that explains each kind of broken rule
+KINDS = {  # pydantic's error types (and ours) -> what the value must be
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "nan": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "a string",
+}
+
+
+class Why:
+    """The reason behind a field's rule, added to its message: ``Why(le="the largest step ...")``, keyed by the
+    bound it explains (``ge``, ``gt``, ``le``, ``lt``), ``finite``, or ``pattern`` (the forms a string may take,
+    said in words instead of the pattern)."""
+
+    def __init__(self, **reasons: str):
+        self.reasons = reasons
+
+
+def _no_bool(kind: str):
+    def check(value: Any) -> Any:
         if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
-            return False
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    if annotation is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{where} must be an integer, got {value!r}")
-    if annotation is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where} must be a number, got {value!r}")
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be a number, got {value!r}") from None
-        if math.isnan(out):
-            raise ConfigError(f"{where} must be a number, got NaN")
-        return out
-    if annotation is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{where} must be a string, got {value!r}")
+            raise PydanticCustomError(kind, "a bool is not a number")
+        return value
+
+    return check
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("float_type", "a bool is not a number")
+    try:
+        nan = math.isnan(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return value  # pydantic's own check names it
+    if nan:
+        raise PydanticCustomError("nan", "NaN is not a number")
     return value
+
+
+def _none_word(value: Any) -> Any:
+    return None if isinstance(value, str) and value.lower() in NONE_WORDS else value
+
+
+def _lenient(annotation: Any) -> Any:
+    """``annotation`` as a run config reads it (see above): its bounds kept, bools and NaN refused as numbers,
+    the words for None accepted where None is."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(_lenient(args[0]), *annotation.__metadata__)]
+    if origin is typing.Union:
+        union = typing.Union[tuple(_lenient(a) for a in args)]
+        return Annotated[union, BeforeValidator(_none_word)] if type(None) in args else union
+    if annotation is int:
+        return Annotated[int, BeforeValidator(_no_bool("int_type"))]
+    if annotation is float:
+        return Annotated[float, BeforeValidator(_no_nan)]
+    return annotation
+
+
+def _bare(annotation: Any) -> Any:
+    """``annotation`` without its bounds: what converts a value that broke a bound, for its message."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _bare(args[0])
+    if origin is typing.Union:
+        return typing.Union[tuple(_bare(a) for a in args)]
+    return annotation
+
+
+def _reasons(annotation: Any) -> Dict[str, str]:
+    """The ``Why`` reasons anywhere in ``annotation`` (an ``Optional`` of an annotated type included)."""
+    out: Dict[str, str] = {}
+    if typing.get_origin(annotation) is Annotated:
+        for meta in annotation.__metadata__:
+            if isinstance(meta, Why):
+                out.update(meta.reasons)
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) is Annotated or typing.get_origin(arg) is typing.Union:
+            out.update(_reasons(arg))
+    return out
+
+
+def _literals(annotation: Any) -> Tuple[Any, ...]:
+    if typing.get_origin(annotation) is typing.Literal:
+        return typing.get_args(annotation)
+    return tuple(v for a in typing.get_args(annotation) for v in _literals(a))
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
+LAX = ConfigDict(coerce_numbers_to_str=True)  # a number given for a string field (a name such as 1) is a string
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One field's checks: its annotation, the pydantic adapter of it, and of its type without bounds."""
+
+    annotation: Any
+    adapter: TypeAdapter
+    bare: TypeAdapter
+    reasons: Mapping[str, str]
+
+    def validate(self, key: str, value: Any, where: str) -> Any:
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as exc:
+            raise ConfigError(self._message(exc.errors()[0], key, value, where)) from None
+
+    def _message(self, err: Mapping[str, Any], key: str, value: Any, where: str) -> str:
+        kind, ctx = err["type"], err.get("ctx") or {}
+        at = f"{where}.{key}" if where else key
+        prefix = f"{where}: " if where else ""
+        why = self.reasons.get(REASON_OF.get(kind, ""))
+        if kind in BOUNDS:
+            bound = ctx[BOUNDS[kind][1]]
+            bound = bound if isinstance(bound, int) else f"{bound:.4g}"
+            got = self.bare.validate_python(value)
+            return f"{prefix}`{key} {BOUNDS[kind][0]} {bound}` must hold, got {got}" + (f"; {why}" if why else "")
+        if kind == "finite_number":
+            return f"{prefix}`{key}` must be finite, got {err['input']}" + (f"; {why}" if why else "")
+        if kind == "string_pattern_mismatch":
+            return f"{prefix}`{key}` must be {why or 'of the form ' + ctx['pattern']}, got {value!r}"
+        if kind == "nan":
+            return f"{at} must be a number, got NaN"
+        if kind in KINDS:
+            return f"{at} must be {KINDS[kind]}, got {value!r}"
+        if kind == "literal_error":
+            choices = [repr(v) for v in _literals(self.annotation)] + (["true", "false"] if _takes_bool(self.annotation) else [])
+            return f"{at} must be one of {', '.join(choices)}, got {value!r}"
+        return f"{at}: {err['msg'].removeprefix('Value error, ')}, got {value!r}"
+
+
+@functools.lru_cache(maxsize=None)
+def _fields(cls: type) -> Dict[str, _Field]:
+    """The checks of each field of ``cls`` a section sets (its parts' hidden config fields left out), once per
+    class: resolving the annotations and building the adapters is most of the cost of building a config, and
+    a study's expansion builds thousands. Read-only: callers do not mutate the dict."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = {}
+    for key in own_keys(cls):
+        annotation = hints[key]
+        lenient = _lenient(annotation)
+        config = LAX if _takes_config(lenient) else None
+        out[key] = _Field(annotation, TypeAdapter(lenient, config=config),
+                          TypeAdapter(_lenient(_bare(annotation)), config=config), _reasons(annotation))
+    return out
+
+
+def _takes_config(annotation: Any) -> bool:
+    """Whether a pydantic adapter of ``annotation`` may be given a config (not for a model or a dataclass)."""
+    return not (isinstance(annotation, type) and (dataclasses.is_dataclass(annotation)
+                                                  or hasattr(annotation, "model_fields")))
+
+
+def check(instance: Any) -> None:
+    """Check every field of a config dataclass made directly (``TrainConfig(steps=0)``), as ``build`` checks
+    the values it is given, and store each as its type (``"5"`` as 5): call it first in ``__post_init__``.
+    A ``ConfigError`` names the first field that breaks its rule."""
+    for key, field in _fields(type(instance)).items():
+        object.__setattr__(instance, key, field.validate(key, getattr(instance, key), ""))
 
 
 @dataclass(frozen=True)
@@ -166,23 +288,15 @@ def build(cls: type, values: Mapping[str, Any], where: str) -> Any:
         mine = {k: values.pop(k) for k in keys if k in values}
         kwargs[part.config_field] = build(part_cfg, mine, f"{where}, {part.registry.kind} {name}") if part_cfg else None
         allowed.update(keys)
-    hints = _type_hints(cls)
+    checks = _fields(cls)
     for key, value in values.items():
         if key not in allowed:
             raise ConfigError(_unknown_key(cls, key, where, allowed, values))
-        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
+        kwargs[key] = checks[key].validate(key, value, where)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-@functools.lru_cache(maxsize=None)
-def _type_hints(cls: type) -> Dict[str, Any]:
-    """``typing.get_type_hints`` of a config class, once per class: resolving the string annotations
-    (``from __future__ import annotations``) is most of the cost of building a config, and a study's
-    expansion builds thousands. Read-only: callers do not mutate the dict."""
-    return typing.get_type_hints(cls)
 
 
 def _unknown_key(cls: type, key: str, where: str, allowed: Set[str], values: Mapping[str, Any]) -> str:

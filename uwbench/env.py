@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 
+from uwbench import errors
+from uwbench.errors import UserError
+
 DEFAULTS = {
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "DO_NOT_TRACK": "true",
@@ -45,6 +48,9 @@ def checkpoint_dir() -> str:
     return os.path.abspath(path) if path else os.path.join(runs_dir(), "checkpoints")
 
 
+errors.WRITTEN_FOLDERS.extend((runs_dir, checkpoint_dir))  # where a full disk nobody named is looked for
+
+
 SYSTEM_METRICS_ENV = "UWBENCH_SYSTEM_METRICS"
 _SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
                   "off": False}
@@ -59,7 +65,7 @@ def system_metrics() -> bool:
 def _switch(name: str, default: str, fix: str) -> bool:
     raw = os.environ.get(name, default).strip().lower()
     if raw not in _SWITCH_VALUES:
-        raise ValueError(f"{name} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; {fix}")
+        raise UserError(f"{name} must be one of {sorted(_SWITCH_VALUES)}, got {raw!r}; {fix}")
     return _SWITCH_VALUES[raw]
 
 
@@ -90,7 +96,7 @@ def connect_timeout() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ValueError(f"{CONNECT_TIMEOUT_ENV} must be a number of seconds > 0, got {raw!r}; "
+        raise UserError(f"{CONNECT_TIMEOUT_ENV} must be a number of seconds > 0, got {raw!r}; "
                          f"unset it for the default of {CONNECT_TIMEOUT_S:g} s")
     return value
 

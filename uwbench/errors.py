@@ -1,11 +1,20 @@
 """Errors that reach the user as one clear line (the CLI prints them without a traceback).
 
+``UserError`` is the base of every error that is the user's to fix (a bad setting, an unknown name, a
+missing file, a study or a snapshot that is not valid): its message already says what is wrong and the fix.
+The project's error types derive from it (``ConfigError``, ``UnknownNameError``, ``SpecError``,
+``SweepError``, ...), and so should a plugin's. It subclasses ``ValueError``, so code that caught a
+``ValueError`` for a bad input (a config dataclass's ``__post_init__``, a sweep recording a trial's failure)
+goes on catching it; but a plain ``ValueError`` is no longer taken for the user's: it is a bug.
+
 ``one_line(exc)`` is the whole rule: the message the ``uwbench`` command prints for an exception and
-its exit code. A ``UserError`` (a bad setting, a missing file: its message already says what is wrong and
-the fix) is printed as it is, exit code 2. A known condition of the machine (out of memory, a file the
-system refuses, a damaged database) gets its fix added (``KNOWN``, one entry each), exit code 2. Anything
-else is unexpected: its type and first line, with how to see the traceback (``--debug`` or
-``UWBENCH_DEBUG=1``), exit code 1.
+its exit code. A ``UserError`` is printed as it is, exit code 2. A known condition of the machine (out of
+memory, a file the system refuses, a damaged database) gets its fix added (``KNOWN``, one entry each), exit
+code 2. Anything else is a bug (of uwbench or of a plugin): its type and first line, said to be a bug, with
+how to see the traceback (``--debug`` or ``UWBENCH_DEBUG=1``), exit code 1.
+
+This module sits at the bottom of the package: it imports no other uwbench module (``uwbench.env`` tells it the
+folders a run writes, ``WRITTEN_FOLDERS``), so every module may import it.
 
 A fault of the machine around a run (``fault(exc)``: a full disk, a tracking server or a database that does
 not answer, a damaged kernel library; ``FAULTS``, one entry each) is not the run's result: a sweep stops on it
@@ -20,20 +29,24 @@ import os
 import re
 from typing import Callable, List, Optional, Tuple
 
-from uwbench.config import ConfigError
-from uwbench.registry import UnknownNameError
+
+class UserError(ValueError):
+    """An error the user fixes (a setting, a name, a file): the CLI prints its message as one line, exit code
+    2. The message says what is wrong and the fix; it is a ``ValueError`` for the callers that catch one."""
 
 
-class DataNotFoundError(FileNotFoundError):
+class NotFoundError(UserError, FileNotFoundError):
+    """A file or folder the command needs is missing; the message says how to make it or where to put it."""
+
+
+class DataNotFoundError(NotFoundError):
     """A dataset file is missing; the message says what to place where."""
 
-
-# Everything the CLI reports as "error: <message>" (exit code 2) instead of a traceback.
-UserError = (ConfigError, UnknownNameError, DataNotFoundError, ValueError, FileNotFoundError)
 
 USER_EXIT = 2  # the input or the machine must change; the message says how
 UNEXPECTED_EXIT = 1  # not foreseen: the traceback (with --debug) says where
 DEBUG_HINT = "run again with --debug (or UWBENCH_DEBUG=1) for the traceback"
+BUG = "a bug in uwbench or a plugin, not an error of the input"  # what an unexpected error is said to be
 AGAIN = "then run the same command"  # what every fault's fix ends with: the unfinished runs run then
 
 
@@ -86,14 +99,19 @@ def _chain(exc: BaseException):
         exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
 
 
+# The folders a run writes, each as a function giving its path (``uwbench.env`` adds the runs folder and the
+# checkpoint folder): where a full disk that the system did not name is looked for. Filled from above, so
+# that this module imports no other.
+WRITTEN_FOLDERS: List[Callable[[], str]] = []
+
+
 def full_folder(path: Optional[str] = None) -> str:
     """Where the disk is full: ``path`` when the system named it, else the fullest of the folders a run
-    writes (the runs folder, the checkpoint folder), by the free space left on their file systems."""
+    writes (``WRITTEN_FOLDERS``: the runs folder, the checkpoint folder), by the free space left on their file
+    systems."""
     if path:
         return str(path)
-    from uwbench import env
-
-    folders = [env.runs_dir(), env.checkpoint_dir()]
+    folders = [where() for where in WRITTEN_FOLDERS] or [os.getcwd()]
 
     def free(folder: str) -> float:
         while folder and not os.path.exists(folder):
@@ -190,4 +208,4 @@ def one_line(exc: BaseException) -> Tuple[str, int]:
         message = known(exc)
         if message is not None:
             return message, USER_EXIT
-    return f"{type(exc).__name__}: {first_line(str(exc))} ({DEBUG_HINT})", UNEXPECTED_EXIT
+    return f"{type(exc).__name__}: {first_line(str(exc))} ({BUG}; {DEBUG_HINT})", UNEXPECTED_EXIT

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from uwbench.errors import UserError
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -95,9 +97,9 @@ class Metric:
 
 def metric(split: str, measure: str) -> Metric:
     if split not in SPLITS:
-        raise ValueError(f"unknown metric split {split!r}; splits: {', '.join(SPLITS)}")
+        raise UserError(f"unknown metric split {split!r}; splits: {', '.join(SPLITS)}")
     if measure not in MEASURES:
-        raise ValueError(f"unknown measure {measure!r}; measures: {', '.join(MEASURES)}")
+        raise UserError(f"unknown measure {measure!r}; measures: {', '.join(MEASURES)}")
     return Metric(split, MEASURES[measure])
 
 
@@ -109,7 +111,7 @@ def get(key: str) -> Metric:
     """The metric named ``key`` (``eval_accuracy``, ``best_eval_mse``, ...): a lookup, not a parse."""
     table = _table()
     if key not in table:
-        raise ValueError(f"unknown metric {key!r}; metrics: {', '.join(sorted(table))}")
+        raise UserError(f"unknown metric {key!r}; metrics: {', '.join(sorted(table))}")
     return table[key]
 
 
@@ -127,7 +129,7 @@ def keys(*splits: str) -> Tuple[str, ...]:
 
 def measure(name: str) -> Measure:
     if name not in MEASURES:
-        raise ValueError(f"unknown measure {name!r}; measures: {', '.join(MEASURES)}")
+        raise UserError(f"unknown measure {name!r}; measures: {', '.join(MEASURES)}")
     return MEASURES[name]
 
 
@@ -139,7 +141,7 @@ def value_of(result, key: str, config: Optional[Mapping[str, Mapping[str, Any]]]
         return COSTS[key].value(result, config)
     m = get(key)
     if m.measure.name != result.metric:
-        raise ValueError(f"objective {key} does not match the task's metric {result.metric!r}; "
+        raise UserError(f"objective {key} does not match the task's metric {result.metric!r}; "
                          f"use {' or '.join(metric(s, result.metric).key for s in OBJECTIVE_SPLITS)}")
     value = result.best_eval if m.run_metric.split == "best_eval" else result.test
     return None if value is None or not math.isfinite(value) else float(value)

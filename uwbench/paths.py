@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from uwbench.errors import UserError
+
 # Folders of the system: nothing uwbench makes belongs in them or anywhere under them.
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
                 "/sys", "/usr")
@@ -32,7 +34,7 @@ def folder_name(value: str, what: str, fix: str) -> str:
         bad = f"{text!r} names a folder, not a name"
     if bad is None:
         return text
-    raise ValueError(f"`{what}` must be one folder name (no '/', '\\', '..' or absolute path), got {text!r}: {bad}; "
+    raise UserError(f"`{what}` must be one folder name (no '/', '\\', '..' or absolute path), got {text!r}: {bad}; "
                      f"{fix}")
 
 
@@ -61,5 +63,5 @@ def user_folder(path: str, flag: str) -> str:
     why = system_folder(path)
     if why is None:
         return path
-    raise ValueError(f"`{flag}` must name a folder of its own, got {path!r}: {why}; give a new or empty folder "
+    raise UserError(f"`{flag}` must name a folder of its own, got {path!r}: {why}; give a new or empty folder "
                      f"(e.g. {flag} runs/reports)")

@@ -12,9 +12,10 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from uwbench import suggest
 from uwbench.config import ConfigError, build
+from uwbench.errors import UserError
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(UserError, KeyError):
     """Raised for a name that no component registered; the message lists the known names."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly
@@ -39,7 +40,7 @@ class Registry:
     def register(self, name: str, config: Optional[type] = None, help: str = ""):
         def decorator(factory):
             if name in self._entries:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+                raise UserError(f"{self.kind} {name!r} is registered twice")
             doc = help or (factory.__doc__ or "").strip().splitlines()[0:1]
             self._entries[name] = Entry(name, factory, config, doc if isinstance(doc, str) else "".join(doc))
             return factory

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from uwbench import metrics
 from uwbench.axes import SEED_PARAM
+from uwbench.errors import UserError
 
 
 def _finite(v) -> bool:
@@ -186,7 +187,7 @@ def choose(mode: str, objective, records: Sequence[Any], directions: Optional[Se
     else:
         key = best_point({k: [eval_value(r, obj) for r in rows] for k, rows in groups.items()}, obj.measure)
         if key is None:
-            raise ValueError(f"cannot choose a grid point: no final run records an evaluation metric "
+            raise UserError(f"cannot choose a grid point: no final run records an evaluation metric "
                              f"({obj.run_metric.at('best_eval').key}); record it with each run")
     return CellChoice(json.loads(key), groups[key], len(groups))
 

@@ -30,6 +30,8 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from uwbench.errors import UserError
+
 SCHEDULE_RULES = ("code", "paper")
 
 
@@ -46,7 +48,7 @@ def uniform_interval(n_steps: int, memory_size: int, rule: str = "code") -> int:
         return n_steps // (memory_size + 1)
     if rule == "paper":
         return max(n_steps - 1, 1) // (memory_size + 1)
-    raise ValueError(f"schedule rule must be one of {', '.join(SCHEDULE_RULES)}, got {rule!r}")
+    raise UserError(f"schedule rule must be one of {', '.join(SCHEDULE_RULES)}, got {rule!r}")
 
 
 def uniform_positions(
@@ -79,7 +81,7 @@ def positions_to_mask(positions: List[int], n_steps: int) -> List[bool]:
     mask = [False] * n_steps
     for p in positions:
         if not 0 <= p < n_steps:
-            raise ValueError(f"write position must be in [0, {n_steps - 1}], got {p}")
+            raise UserError(f"write position must be in [0, {n_steps - 1}], got {p}")
         mask[p] = True
     return mask
 
@@ -98,7 +100,7 @@ def optimal_interval(seq_len: int, memory_size: int) -> float:
 
 def _check_positive(name: str, value: int) -> None:
     if not isinstance(value, (int,)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name} >= 1` must hold, got {value!r}")
+        raise UserError(f"`{name} >= 1` must hold, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,9 +123,9 @@ def f_lambda(x: ArrayLike, lam: ArrayLike):
     xs = np.asarray(x, dtype=float)
     lams = np.asarray(lam, dtype=float)
     if not np.all(lams > 0) or not np.all(np.isfinite(lams)):
-        raise ValueError(f"`lam > 0` must hold (finite), got {lam}")
+        raise UserError(f"`lam > 0` must hold (finite), got {lam}")
     if not np.all(xs >= 0) or not np.all(np.isfinite(xs)):
-        raise ValueError(f"`x >= 0` must hold (finite), got {x}")
+        raise UserError(f"`x >= 0` must hold (finite), got {x}")
     d = lams - 1.0  # exact for lam in [0.5, 2] (Sterbenz), so no cancellation near lam = 1
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         geometric = np.expm1(xs * np.log1p(d)) / np.where(d == 0, 1.0, d)
@@ -147,18 +149,18 @@ def intervals_from_positions(positions: Sequence[int], T: int, *, base: int = 1)
     h_T holds anyway. No writes gives [T] (Theorem 1).
     """
     if base not in (0, 1):
-        raise ValueError(f"`base in (0, 1)` must hold, got {base!r}")
+        raise UserError(f"`base in (0, 1)` must hold, got {base!r}")
     _check_positive("T", T)
     steps = []
     for p in positions:
         if not isinstance(p, Integral) or isinstance(p, bool):
-            raise ValueError(f"write positions must be integers, got {p!r}")
+            raise UserError(f"write positions must be integers, got {p!r}")
         steps.append(int(p) + 1 - base)
     if steps and (steps[0] < 1 or steps[-1] > T):
         low, high = (1, T) if base == 1 else (0, T - 1)
-        raise ValueError(f"`{low} <= position <= {high}` must hold (base {base}), got {list(positions)}")
+        raise UserError(f"`{low} <= position <= {high}` must hold (base {base}), got {list(positions)}")
     if any(b <= a for a, b in zip(steps, steps[1:])):
-        raise ValueError(f"write positions must be strictly increasing (K_1 < ... < K_D), got {list(positions)}")
+        raise UserError(f"write positions must be strictly increasing (K_1 < ... < K_D), got {list(positions)}")
     bounds = [0] + steps + [T]
     return [b - a for a, b in zip(bounds, bounds[1:])]
 
@@ -203,17 +205,17 @@ def contribution_bound(
         intervals = np.asarray(intervals_from_positions(kept_writes(writes, memory_size), T, base=base), float)
     elif given == "intervals":
         if memory_size is not None:
-            raise ValueError(f"`memory_size` applies to positions only, got given={given!r}")
+            raise UserError(f"`memory_size` applies to positions only, got given={given!r}")
         intervals = np.asarray(list(writes), dtype=float)
         if intervals.size == 0 or not np.all(intervals >= 0) or not np.all(np.isfinite(intervals)):
-            raise ValueError(f"intervals must be non-negative and at least one, got {list(writes)}")
+            raise UserError(f"intervals must be non-negative and at least one, got {list(writes)}")
         total = float(intervals.sum())
         if T is None:
             T = total
         if not math.isclose(total, T, rel_tol=1e-9, abs_tol=1e-9):
-            raise ValueError(f"`sum(intervals) == T` must hold, got sum {total} and T {T}")
+            raise UserError(f"`sum(intervals) == T` must hold, got sum {total} and T {T}")
     else:
-        raise ValueError(f"`given in ('positions', 'intervals')` must hold, got {given!r}")
+        raise UserError(f"`given in ('positions', 'intervals')` must hold, got {given!r}")
     _check_positive_real("T", T)
     return float(C * np.sum(f_lambda(intervals, lam)) / T)
 
@@ -228,9 +230,9 @@ def g_lambda(T: ArrayLike, D: ArrayLike, lam: ArrayLike, C: float = 1.0):
     Ts = np.asarray(T, dtype=float)
     Ds = np.asarray(D, dtype=float)
     if not np.all(Ts > 0):
-        raise ValueError(f"`T > 0` must hold, got {T}")
+        raise UserError(f"`T > 0` must hold, got {T}")
     if not np.all(Ds >= 0):
-        raise ValueError(f"`D >= 0` must hold, got {D}")
+        raise UserError(f"`D >= 0` must hold, got {D}")
     _check_positive_real("C", C)
     out = C * (Ds + 1) / Ts * f_lambda(Ts / (Ds + 1), lam)
     return float(out) if np.ndim(out) == 0 else out
@@ -244,7 +246,7 @@ def optimal_intervals(T: float, D: int) -> np.ndarray:
     """
     _check_positive_real("T", T)
     if not isinstance(D, Integral) or isinstance(D, bool) or D < 0:
-        raise ValueError(f"`D >= 0` must hold (an integer), got {D!r}")
+        raise UserError(f"`D >= 0` must hold (an integer), got {D!r}")
     return np.full(int(D) + 1, T / (int(D) + 1))
 
 
@@ -266,7 +268,7 @@ def most_even_split(T: int, D: int) -> List[int]:
     _check_positive("T", T)
     _check_non_negative("D", D)
     if T < D + 1:
-        raise ValueError(f"`T >= D + 1` must hold (one step per interval), got T={T}, D={D}")
+        raise UserError(f"`T >= D + 1` must hold (one step per interval), got T={T}, D={D}")
     q, r = divmod(T, D + 1)
     return [q + 1] * r + [q] * (D + 1 - r)
 
@@ -284,7 +286,7 @@ def best_integer_split(T: int, D: int, lam: float, maximize: bool = True, C: flo
     _check_positive("T", T)
     _check_non_negative("D", D)
     if T < D + 1:
-        raise ValueError(f"`T >= D + 1` must hold (one step per interval), got T={T}, D={D}")
+        raise UserError(f"`T >= D + 1` must hold (one step per interval), got T={T}, D={D}")
     sign = 1.0 if maximize else -1.0
     gain = sign * f_lambda(np.arange(T + 1), lam)  # (T+1,) gain[l] = +-f(l); maximise the sum
     gain[0] = -np.inf  # intervals are positive
@@ -338,7 +340,7 @@ def random_positions(
     _check_positive("memory_size", memory_size)
     p = random_write_prob(n_steps, memory_size) if p is None else p
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"`0 <= p <= 1` must hold, got {p}")
+        raise UserError(f"`0 <= p <= 1` must hold, got {p}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     mask = gen.random(n_steps) < p  # (n_steps,) True = write
     return [int(i) for i in np.flatnonzero(mask)]
@@ -365,7 +367,7 @@ def expected_random_bound(
     """
     _check_positive("n_steps", n_steps)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"`0 <= p <= 1` must hold, got {p}")
+        raise UserError(f"`0 <= p <= 1` must hold, got {p}")
     _check_positive_real("C", C)
     f_lambda(0.0, lam)  # validates lam
     n = n_steps
@@ -409,9 +411,9 @@ def _binomial_columns(n: int, p: float, cap: int) -> Tuple[np.ndarray, np.ndarra
 
 def _check_non_negative(name: str, value: int) -> None:
     if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"`{name} >= 0` must hold, got {value!r}")
+        raise UserError(f"`{name} >= 0` must hold, got {value!r}")
 
 
 def _check_positive_real(name: str, value: float) -> None:
     if not isinstance(value, Real) or isinstance(value, bool) or not value > 0 or not math.isfinite(value):
-        raise ValueError(f"`{name} > 0` must hold, got {value!r}")
+        raise UserError(f"`{name} > 0` must hold, got {value!r}")

@@ -9,6 +9,7 @@ from typing import Callable, Optional, Tuple
 
 from uwbench.theory import (IntegerSplit, _check_positive, best_integer_split, contribution_bound,
                             expected_random_bound, g_lambda, random_write_prob, uniform_interval, uniform_positions)
+from uwbench.errors import UserError
 
 
 WRITER_ROWS = ("regular", "uniform", "cached_uniform", "random")
@@ -24,7 +25,7 @@ def check_compresses(T: int, D: int) -> None:
     every token, so writing every step (regular writing) keeps them all, and the optimum's D+1 intervals
     of T/(D+1) < 1 step are no schedule a writer can follow."""
     if not D < T:
-        raise ValueError(f"`memory_size < seq_len` must hold for the bound to mean anything, got D={D}, T={T}: "
+        raise UserError(f"`memory_size < seq_len` must hold for the bound to mean anything, got D={D}, T={T}: "
                          f"{D} slots hold all {T} tokens, so regular writing keeps every one and no writer needs to "
                          "skip a step (the optimum would be intervals of "
                          f"{T / (D + 1):.2g} steps); choose D below T")

@@ -27,6 +27,7 @@ from uwbench.bench.timing import Timing, interleave
 from uwbench.bench.workloads import (CUW_SCHEDULE, LSTM_HIDDEN, NN_LSTM, NO_ENCODER_MEMORY, PAPER, PYPI_DNC,
                                      PYPI_DNC_VERSION, QUICK, Workload, make_batch, make_task, memory_values,
                                      nn_lstm_workload, pypi_dnc_available, pypi_dnc_workload, uwbench_workload)
+from uwbench.errors import UserError
 
 SECTIONS = ("headline", "writers", "trainer", "endtoend", "scaling", "population", "gpu")  # gpu: skipped without CUDA
 # Scaling grids: memory slots D and input lengths T.
@@ -318,10 +319,10 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
     import torch
 
     if mode not in SCALING:
-        raise ValueError(f"`mode` must be one of {sorted(SCALING)}, got {mode!r}")
+        raise UserError(f"`mode` must be one of {sorted(SCALING)}, got {mode!r}")
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+        raise UserError(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # the configuration of every number here (benchmarks/README.md)
     cfg = dict(QUICK if mode == "quick" else PAPER)

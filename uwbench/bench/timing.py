@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from uwbench.errors import UserError
+
 
 @dataclass
 class Timing:
@@ -42,7 +44,7 @@ def interleave(candidates: Dict[str, Callable[[], Any]], repeats: int = 7, warmu
     """Time each zero-argument callable ``repeats`` times after ``warmup`` untimed calls, round by round
     (one call of every candidate per round; the starting candidate rotates each round). Keys are ids."""
     if repeats < 1 or warmup < 1:
-        raise ValueError(f"`repeats >= 1 and warmup >= 1` must hold, got repeats={repeats}, warmup={warmup}")
+        raise UserError(f"`repeats >= 1 and warmup >= 1` must hold, got repeats={repeats}, warmup={warmup}")
     names = list(candidates)
     timings = {name: Timing() for name in names}
     for w in range(warmup):

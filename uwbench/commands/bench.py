@@ -14,6 +14,8 @@ imported inside ``run`` so ``uwbench --help`` stays instant.
 """
 from __future__ import annotations
 
+from uwbench.errors import UserError
+
 HELP = "benchmark the models' speed and memory against torch.nn.LSTM and PyPI dnc"
 
 from uwbench.bench.sections import SECTIONS  # imports no torch
@@ -57,7 +59,7 @@ def run(args) -> int:
     from uwbench.bench import format_tables, run_benchmarks, write_result
 
     if args.repeats is not None and args.repeats < 1:
-        raise ValueError(f"`--repeats >= 1` must hold, got {args.repeats}")
+        raise UserError(f"`--repeats >= 1` must hold, got {args.repeats}")
     mode = "quick" if args.quick else "full" if args.full else "default"
 
     def log(msg: str) -> None:

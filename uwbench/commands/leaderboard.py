@@ -2,6 +2,9 @@
 leaderboard suite, with significance and time, in one command (docs/extending.md, "The leaderboard")."""
 from __future__ import annotations
 
+from uwbench import errors
+from uwbench.errors import UserError
+
 HELP = "rank a plugin writer or memory model against regular, UW, CUW and RW writing on the leaderboard suite"
 
 
@@ -48,16 +51,16 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.min_converged is not None:
         if not args.record_baselines:
-            raise ValueError("--min-converged applies to --record-baselines alone (the rule for writing the "
+            raise UserError("--min-converged applies to --record-baselines alone (the rule for writing the "
                              "baselines)")
         if not 0.0 <= args.min_converged <= 1.0:
-            raise ValueError(f"--min-converged {args.min_converged:g}: give a share between 0 and 1 (0.8 is 80%)")
+            raise UserError(f"--min-converged {args.min_converged:g}: give a share between 0 and 1 (0.8 is 80%)")
     if args.show or args.rebuild or args.record_baselines:
         if args.writer or args.model or args.plugin:
-            raise ValueError("--show, --rebuild and --record-baselines take no --plugin, --writer or --model")
+            raise UserError("--show, --rebuild and --record-baselines take no --plugin, --writer or --model")
         return _show(args) if args.show else _rebuild(args) if args.rebuild else _record(args)
     if not (args.writer or args.model):
-        raise ValueError("give --writer NAME (with --plugin MODULE for a plugin) or --model NAME; or --show, "
+        raise UserError("give --writer NAME (with --plugin MODULE for a plugin) or --model NAME; or --show, "
                          "--rebuild, --record-baselines")
     return _benchmark(args)
 
@@ -67,9 +70,9 @@ def _show(args) -> int:
 
     path = os.path.join(args.board, "board.md")
     if not os.path.exists(path) and os.path.exists(os.path.join(args.board, "runs.csv")):
-        raise FileNotFoundError(_in_progress(args))
+        raise errors.NotFoundError(_in_progress(args))
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no board at {path}: build it by recording the baselines (`uwbench sweep "
+        raise errors.NotFoundError(f"no board at {path}: build it by recording the baselines (`uwbench sweep "
                                 f"{args.suite} --workers 2`, then `uwbench leaderboard --record-baselines`), or "
                                 "point --board at a board folder")
     with open(path, encoding="utf-8") as f:
@@ -110,7 +113,7 @@ def _record(args) -> int:
 
     snap = lb.study_snapshot(args.suite, args.profile, args.tracking_uri)
     if len(snap.runs) == 0:
-        raise ValueError(f"MLflow holds no run of {args.suite} at profile {args.profile or 'default'}: sweep it "
+        raise UserError(f"MLflow holds no run of {args.suite} at profile {args.profile or 'default'}: sweep it "
                          f"first (`uwbench sweep {args.suite} --workers 2`)")
     from uwbench.leaderboard.board import MIN_CONVERGED
 
@@ -119,7 +122,7 @@ def _record(args) -> int:
     lost = lb.unrestored(base, snap)
     if lost:
         cells = sorted({c for c, _ in lost})
-        raise ValueError(f"{args.board} records {len(lost)} baseline runs of this suite that this MLflow store lacks, "
+        raise UserError(f"{args.board} records {len(lost)} baseline runs of this suite that this MLflow store lacks, "
                          f"in {len(cells)} cells ({_few(cells)}): recording would drop them. Put them back first "
                          f"(`uwbench restore {args.suite} --from {args.board}`, with the sweep's --profile and "
                          "--tracking-uri), then sweep the rest and record again")
@@ -164,7 +167,7 @@ def _settings(assignments) -> dict:
     values = overrides(assignments)
     other = sorted(set(values) - {"model"})
     if other:
-        raise ValueError(f"--set {other[0]}.*: the leaderboard takes only the writer's or the model's own settings "
+        raise UserError(f"--set {other[0]}.*: the leaderboard takes only the writer's or the model's own settings "
                          "(model.KEY=VALUE); the task and training settings are the suite's, for every row alike")
     return values.get("model", {})
 
@@ -187,11 +190,11 @@ def _benchmark(args) -> int:
     print(f"contract: writer {writer!r} on model {model!r} keeps it")
     base = lb.read_board(args.board)
     if base is None:
-        raise FileNotFoundError(f"no baselines at {os.path.join(args.board, 'runs.csv')}: sweep the suite "
+        raise errors.NotFoundError(f"no baselines at {os.path.join(args.board, 'runs.csv')}: sweep the suite "
                                 f"(`uwbench sweep {args.suite} --workers 2`), then `uwbench leaderboard "
                                 "--record-baselines`; or point --board at a folder that has them")
     if not os.path.exists(os.path.join(args.board, "board.md")):
-        raise FileNotFoundError(_in_progress(args))
+        raise errors.NotFoundError(_in_progress(args))
     name = args.name or lb.row_name(model, writer)
     path = lb.writer_study(args.suite, name, model, writer, settings)
     print(f"study for the row {name}: {path}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from uwbench.report import DEFAULT_OUT  # light: the package's __init__ imports nothing heavy
+from uwbench.errors import UserError
 
 HELP = "write a study's report (tables beside the paper's values, figures, HTML) from MLflow or runs.csv"
 
@@ -76,12 +77,12 @@ def _write(args) -> int:
 
     if args.index_only:
         if args.studies or args.all or args.from_csv or args.assignments:
-            raise ValueError("--index-only rebuilds no report: give no study files, no --all, --from-csv or --set")
+            raise UserError("--index-only rebuilds no report: give no study files, no --all, --from-csv or --set")
         print(f"index: {index_mod.write_index(DEFAULT_OUT if args.out is None else args.out, args.studies_dir)}")
         return 0
     if args.from_csv:
         if args.studies or args.all or args.assignments:
-            raise ValueError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")
+            raise UserError("--from-csv rebuilds one report: give no study files, no --all and no --set with it")
         rep = report_from_csv(args.from_csv, out=args.out, studies_dir=args.studies_dir, force=args.force)
         _print(rep)
         return 0
@@ -91,7 +92,7 @@ def _write(args) -> int:
     if args.all:
         paths += sorted(glob.glob(os.path.join(args.studies_dir, "*.yaml")))
     if not paths:
-        raise ValueError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
+        raise UserError("give study files (e.g. `uwbench report studies/quickstart.yaml`), --all, or --from-csv")
     from uwbench.leaderboard import steps as lb
     from uwbench.snapshot.folders import is_board_folder
     from uwbench import spec as spec_mod

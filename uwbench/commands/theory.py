@@ -19,6 +19,8 @@ import os
 import re
 from typing import Optional, Sequence
 
+from uwbench.errors import UserError
+
 HELP = "the paper's theory: memorisation bound per writer, g_lambda plot, measured contributions"
 
 DEFAULT_OUT = os.path.join("runs", "theory")
@@ -187,9 +189,9 @@ def figure_g_lambda(seq_len: int, lams: Sequence[float]):
     from uwbench.theory import g_lambda
 
     if seq_len < 1:
-        raise ValueError(f"`seq_len >= 1` must hold, got {seq_len}")
+        raise UserError(f"`seq_len >= 1` must hold, got {seq_len}")
     if not lams:
-        raise ValueError("`at least one lambda` must hold, got none")
+        raise UserError("`at least one lambda` must hold, got none")
     d = np.arange(seq_len)  # D = 0 .. T-1
     ratio = (d + 1) / seq_len  # (T,) compression ratio
     fig = Figure(figsize=(6.4, 4.4))
@@ -252,7 +254,7 @@ def _run_contributions(args) -> int:
 
     task = build_task(args.task, {"seq_len": args.seq_len})
     if args.batch_size < 1:
-        raise ValueError(f"`batch_size >= 1` must hold, got {args.batch_size}")
+        raise UserError(f"`batch_size >= 1` must hold, got {args.batch_size}")
     batch = task.sample(args.batch_size, torch.Generator().manual_seed(args.seed))
     values = {k: v for k, v in (("memory_size", args.memory_size), ("writer", args.writer)) if v is not None}
     if args.cache_size is not None and _takes(args.model, values, "cache_size"):  # else L is the bound's only

@@ -55,6 +55,7 @@ from uwbench.report.formats import _isnum
 from uwbench.report.regime import Regime
 from uwbench.snapshot import Snapshot
 from uwbench.report.study import from_runs
+from uwbench.errors import UserError
 
 REFERENCES = ("uniform", "regular")  # the writers every row is tested against, in the board's column order
 REFERENCE_LABEL = {"uniform": "UW", "regular": "regular writing"}
@@ -217,10 +218,10 @@ def build(snap: Snapshot) -> Board:
     """The board of a snapshot (module docstring)."""
     runs = snap.runs[snap.runs["role"] == "final"] if len(snap.runs) else snap.runs
     if len(runs) == 0:
-        raise ValueError("the snapshot holds no final run: nothing to put on the board")
+        raise UserError("the snapshot holds no final run: nothing to put on the board")
     profiles = sorted({str(p) for p in runs["profile"] if str(p)})
     if len(profiles) > 1:
-        raise ValueError(f"the snapshot mixes the runs of profiles {', '.join(profiles)}: a board compares runs of "
+        raise UserError(f"the snapshot mixes the runs of profiles {', '.join(profiles)}: a board compares runs of "
                          "one profile; keep one (`uwbench leaderboard --profile`)")
     measure = selection.frame_measure(runs)
     summary = tables.summarize(from_runs("leaderboard", runs), runs)
@@ -284,7 +285,7 @@ def baseline_study(runs: pd.DataFrame) -> str:
     studies = sorted({str(s) for s in runs["study"] if str(s)})
     found = [s for s in studies if all(o == s or o.startswith(f"{s}_") for o in studies)]
     if not found:
-        raise ValueError(f"the snapshot holds the studies {', '.join(studies)}, none of which the others extend: a "
+        raise UserError(f"the snapshot holds the studies {', '.join(studies)}, none of which the others extend: a "
                          "board holds one suite's baseline runs (study <id>) and rows made from that suite "
                          "(studies <id>_<row>, by `uwbench leaderboard`); build it from one suite's runs")
     return found[0]
@@ -296,7 +297,7 @@ def check_committable(board: Board, minimum: float = MIN_CONVERGED) -> None:
     n, stuck = len(board.baseline_cells), board.unconverged
     if n and board.converged_share() < minimum:
         names = "; ".join(f"{b.text()} ({b.state})" for b in stuck)
-        raise ValueError(f"{n - len(stuck)} of {n} baseline cells converged ({board.converged_share():.0%}): a board "
+        raise UserError(f"{n - len(stuck)} of {n} baseline cells converged ({board.converged_share():.0%}): a board "
                          f"is committed when at least {minimum:.0%} did. Not converged: {names}. Run the baselines "
                          "at sizes or a budget where more converge (the suite's profile, studies/leaderboard.yaml) "
                          "and record them again")
@@ -311,7 +312,7 @@ def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure)
             rows[name] = Row(name, tables.model_label(r, flags), str(r["model"]), str(r["writer"]))
         pos = Position(str(r["task"]), int(r["seq_len"]), int(r["memory_size"]))
         if pos in rows[name].cells:
-            raise ValueError(f"row {name!r} has two cells at {pos.label} (T={pos.seq_len}, D={pos.memory_size}): "
+            raise UserError(f"row {name!r} has two cells at {pos.label} (T={pos.seq_len}, D={pos.memory_size}): "
                              f"{rows[name].cells[pos].cell} and {r['cell']}; give each group its own name")
         rows[name].cells[pos] = Cell(r["cell"], pos, _num(r["mean"]), _num(r["std"]), int(r["n"]),
                                      tuple(r["samples"]), _num(r["cpu100_mean"]), cell_regime(r, curves, measure))

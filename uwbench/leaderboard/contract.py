@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import torch
 
 from uwbench.config import own_keys, section_keys
+from uwbench.errors import UserError
 from uwbench.registry import MODELS, WRITERS
 
 PROBE_TASK = "copy"  # the task a component is probed on
@@ -37,8 +38,8 @@ TINY_TRAIN = {"steps": 2, "batch_size": 4, "eval_every": 2, "eval_batches": 1, "
 PROBE_WRITERS = ("regular", "uniform")  # the writers a memory model is probed with
 
 
-class ContractError(ValueError):
-    """A plugin breaks the writer or model contract (a ``ValueError``: the CLI prints it as one line)."""
+class ContractError(UserError):
+    """A plugin breaks the writer or model contract (a ``UserError``: the CLI prints it as one line)."""
 
 
 def memory_models() -> List[str]:

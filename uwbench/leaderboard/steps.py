@@ -30,6 +30,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from uwbench import atomic, env
+from uwbench.errors import NotFoundError, UserError
 from uwbench.snapshot.folders import PROGRESS_FILE
 
 if TYPE_CHECKING:  # heavy imports (pandas, matplotlib) stay inside the functions: `uwbench --help` is instant
@@ -56,7 +57,7 @@ def load_plugin(ref: str) -> str:
     name = ref
     if ref.endswith(".py") or os.sep in ref:
         if not os.path.isfile(ref):
-            raise FileNotFoundError(f"--plugin {ref}: no such file; give a .py file or an importable module name")
+            raise NotFoundError(f"--plugin {ref}: no such file; give a .py file or an importable module name")
         folder = os.path.dirname(os.path.abspath(ref))
         name = os.path.splitext(os.path.basename(ref))[0]
         if folder not in sys.path:
@@ -66,7 +67,7 @@ def load_plugin(ref: str) -> str:
     try:
         importlib.import_module(name)
     except ImportError as exc:
-        raise ValueError(f"--plugin {ref}: the module {name!r} cannot be imported ({exc}); put its folder on "
+        raise UserError(f"--plugin {ref}: the module {name!r} cannot be imported ({exc}); put its folder on "
                          "PYTHONPATH or give the .py file's path") from exc
     named = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
     os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys(named + [name]))
@@ -82,7 +83,7 @@ def row_name(model: str, writer: str) -> str:
 def _suite_grid(data: Mapping[str, Any], path: str) -> Dict[str, Any]:
     grids = {json.dumps(g.get("grid", {}), sort_keys=True) for g in data["cells"]}
     if len(grids) != 1:
-        raise ValueError(f"{path}: the suite's cell groups must share one grid (the board's columns), got {len(grids)}")
+        raise UserError(f"{path}: the suite's cell groups must share one grid (the board's columns), got {len(grids)}")
     return dict(data["cells"][0].get("grid", {}))
 
 
@@ -104,12 +105,12 @@ def writer_study(suite: str, name: str, model: str, writer: str, settings: Mappi
 
     data = read_yaml(suite)
     if "-" in name or not re.fullmatch(r"[a-z0-9][a-z0-9_]*", name):
-        raise ValueError(f"row name {name!r}: use lower-case letters, digits and '_' (no '-'), e.g. my_writer")
+        raise UserError(f"row name {name!r}: use lower-case letters, digits and '_' (no '-'), e.g. my_writer")
     if name in {g.get("name", g["model"]) for g in data["cells"]}:
-        raise ValueError(f"row name {name!r} is a baseline row of {suite}; give the new row another --name")
+        raise UserError(f"row name {name!r} is a baseline row of {suite}; give the new row another --name")
     fixed = sorted(set(settings) & suite_model_keys(data))
     if fixed:
-        raise ValueError(f"--set model.{fixed[0]}: the suite sets {', '.join(fixed)} for every row (a fair board "
+        raise UserError(f"--set model.{fixed[0]}: the suite sets {', '.join(fixed)} for every row (a fair board "
                          "shares them); --set gives only the writer's or the model's own settings")
     grid = _suite_grid(data, suite)
     data.update(id=f"{data['id']}_{name}", title=f"{data['title']} | the row {name}",
@@ -281,20 +282,20 @@ def check_comparable(base: "Snapshot", add: "Snapshot", suite_id: str) -> None:
     naming the difference and the fix."""
     ours, theirs = _finished(add), _finished(base, {suite_id})
     if len(theirs) == 0:
-        raise ValueError(f"the board's runs.csv holds no finished baseline run of the suite {suite_id!r}: sweep the "
+        raise UserError(f"the board's runs.csv holds no finished baseline run of the suite {suite_id!r}: sweep the "
                          "suite and record it first (docs/extending.md, \"The leaderboard\")")
     column = lambda f: [(t, int(s), int(d)) for t, s, d in zip(f["task"], f["seq_len"], f["memory_size"])]  # noqa: E731
     ours, theirs = ours.assign(_column=column(ours)), theirs.assign(_column=column(theirs))
     extra = sorted(set(ours["_column"]) - set(theirs["_column"]))
     if extra:
-        raise ValueError(f"the new row has cells the baselines lack (task, T, D): {extra}; the suite changed since "
+        raise UserError(f"the new row has cells the baselines lack (task, T, D): {extra}; the suite changed since "
                          "the baselines were recorded: record them again")
     for col in SAME:  # per column: a profile's cell_set may give some columns other settings, every row alike
         for key, mine in ours.groupby("_column"):
             a, b = _values(mine[col]), _values(theirs.loc[theirs["_column"] == key, col])
             if a and a != b:
                 where = f" at (task, T, D) {key}" if len(set(theirs["_column"])) > 1 else ""
-                raise ValueError(f"the new row's runs have {col} {', '.join(a)} and the baselines' {', '.join(b)}"
+                raise UserError(f"the new row's runs have {col} {', '.join(a)} and the baselines' {', '.join(b)}"
                                  f"{where}: a board compares runs made alike; run the row with the baselines' "
                                  f"{col} (e.g. --profile), or record baselines made with the row's")
 
@@ -330,6 +331,6 @@ def rebuild(folder: str) -> Tuple["Board", List[str]]:
 
     snap = read_board(folder)
     if snap is None:
-        raise FileNotFoundError(f"no runs.csv in {folder}: a board is built from its runs.csv and curves.csv")
+        raise NotFoundError(f"no runs.csv in {folder}: a board is built from its runs.csv and curves.csv")
     with compare.unchanged_kept(os.path.dirname(os.path.abspath(folder))):
         return write_board(snap, folder)

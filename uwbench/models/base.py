@@ -18,6 +18,7 @@ import torch.nn as nn
 
 from uwbench.models.params import count_parameters
 from uwbench.registry import MODELS
+from uwbench.errors import UserError
 
 OUTPUT_CLIP = 20.0  # logits are clipped to +-20 (docs/reference.md §3.4)
 
@@ -55,6 +56,6 @@ def build_model(name: str, input_size: int, output_size: int, values: Any = None
     model = MODELS.get(name)(cfg, input_size=input_size, output_size=output_size, task=task)
     for key, module in (task.input_modules() if task is not None else {}).items():
         if hasattr(model, key):
-            raise ValueError(f"task {task.name!r} has an input module {key!r}, a name model {name!r} already uses")
+            raise UserError(f"task {task.name!r} has an input module {key!r}, a name model {name!r} already uses")
         model.add_module(key, module)
     return model

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from uwbench.native.parts import CellKernel
 from uwbench.registry import CONTROLLERS
+from uwbench.errors import UserError
 
 State = Tuple[torch.Tensor, ...]
 
@@ -55,7 +56,7 @@ class Controller(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool):
         super().__init__()
         if input_size < 1 or hidden_size < 1:
-            raise ValueError(f"`input_size >= 1 and hidden_size >= 1` must hold, got {input_size}, {hidden_size}")
+            raise UserError(f"`input_size >= 1 and hidden_size >= 1` must hold, got {input_size}, {hidden_size}")
         self.input_size = input_size
         self.hidden_size = hidden_size
         g = self.gates * hidden_size

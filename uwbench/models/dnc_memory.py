@@ -39,6 +39,7 @@ from uwbench.models.mann import build_mann
 from uwbench.models.memory_base import MANNConfig
 from uwbench.native.parts import MemoryKernel, StateLayout
 from uwbench.registry import MODELS
+from uwbench.errors import UserError
 
 INIT_VALUE = 1e-6  # M, w^w, w^r and r start at 1e-6 (docs/reference.md §3.5)
 NORM_FLOOR = 1e-12  # TF l2_normalize: x * rsqrt(max(sum(x^2), 1e-12))
@@ -429,7 +430,7 @@ class DNCMemory(nn.Module):
         super().__init__()
         for name, value in (("memory_size", memory_size), ("word_size", word_size), ("read_heads", read_heads)):
             if value < 1:
-                raise ValueError(f"`{name} >= 1` must hold, got {value}")
+                raise UserError(f"`{name} >= 1` must hold, got {value}")
         self.memory_size = memory_size  # N
         self.word_size = word_size  # W
         self.read_heads = read_heads  # R

@@ -44,6 +44,7 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.nn as nn
 
+from uwbench.errors import UserError
 from uwbench.models.base import OUTPUT_CLIP, Seq2SeqModel
 from uwbench.models.controllers import build_controller, compile_step
 from uwbench.models.memory_base import MANNConfig
@@ -54,7 +55,7 @@ from uwbench.writing.base import Writer
 INIT_STD = 0.1  # W_xi, W_y, W_r ~ N(0, 0.1^2), no biases (docs/reference.md §3.5)
 
 
-class UnsupportedLengthsError(NotImplementedError, ValueError):
+class UnsupportedLengthsError(NotImplementedError, UserError):
     """Variable encoder lengths inside a batch are not supported by the memory models yet."""
 
 

@@ -25,9 +25,11 @@ A ``Memory`` implements:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Annotated, Any, ClassVar, Optional, Tuple
 
-from uwbench.config import Part
+from pydantic import Field
+
+from uwbench.config import Part, check
 from uwbench.registry import CONTROLLERS, WRITERS
 from uwbench.writing.base import Writer  # noqa: F401  (the writer contract; its home is uwbench.writing.base)
 
@@ -42,29 +44,20 @@ class MANNConfig:
 
     PARTS: ClassVar[Tuple[Part, ...]] = (Part("writer", WRITERS, "writer_config"),)
 
-    hidden_size: int = 100  # H, controller units (paper: DNC/UW/RW 100, CUW 95)
+    hidden_size: Annotated[int, Field(ge=1)] = 100  # H, controller units (paper: DNC/UW/RW 100, CUW 95)
     controller: str = "ln_lstm"  # ln_lstm | lstm | gru | rnn
-    memory_size: int = 4  # D = N, memory slots
-    word_size: int = 64  # W
-    read_heads: int = 1  # R
+    memory_size: Annotated[int, Field(ge=1)] = 4  # D = N, memory slots
+    word_size: Annotated[int, Field(ge=1)] = 64  # W
+    read_heads: Annotated[int, Field(ge=1)] = 1  # R
     writer: str = "regular"  # a name in uwbench.registry.WRITERS: regular | uniform | cached_uniform | random
     # The decoder writes and reads every step (the authors' released code); False: a read-only decoder.
     # A run takes its task's protocol where the task declares one (training/config.py: resolve_run).
     decoder_write: bool = True
-    interface_clip: float = 20.0
+    interface_clip: Annotated[float, Field(gt=0)] = 20.0
     writer_config: Optional[Any] = None  # the writer's own config; None: its defaults (built here)
 
     def __post_init__(self):
-        checks = [
-            ("hidden_size >= 1", self.hidden_size >= 1, self.hidden_size),
-            ("memory_size >= 1", self.memory_size >= 1, self.memory_size),
-            ("word_size >= 1", self.word_size >= 1, self.word_size),
-            ("read_heads >= 1", self.read_heads >= 1, self.read_heads),
-            ("interface_clip > 0", self.interface_clip > 0, self.interface_clip),
-        ]
-        for rule, ok, value in checks:
-            if not ok:
-                raise ValueError(f"`{rule}` must hold, got {value}")
+        check(self)  # the rules in the annotations (uwbench.config)
         CONTROLLERS.entry(self.controller)  # an unknown name: the error lists the known ones
         expected = WRITERS.entry(self.writer).config  # the writer's config dataclass (None: no settings)
         if self.writer_config is None and expected is not None:

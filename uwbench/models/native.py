@@ -40,6 +40,7 @@ import torch
 
 from uwbench import native as kernels
 from uwbench.native.parts import AttentionKernel, CellKernel, Kernel, MemoryKernel, check, declaration
+from uwbench.errors import UserError
 
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 ROLES = {"controller": CellKernel, "memory": MemoryKernel, "attention": AttentionKernel}  # what each role declares
@@ -85,7 +86,7 @@ def enable(model, on: bool) -> None:
         param = next(model.parameters())
         reason = unsupported_reason(model, param.device, param.dtype)
         if reason is not None:
-            raise ValueError(f"train.native=true cannot run this model: {reason}; set train.native=auto "
+            raise UserError(f"train.native=true cannot run this model: {reason}; set train.native=auto "
                              "(the native path where it applies) or false")
         checked_kernels(model)
     model.native = on

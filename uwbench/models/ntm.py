@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from uwbench.errors import UserError
 from uwbench.models.dnc_memory import BROADCAST_MAX_SLOTS  # one threshold for both memories' tiny products
 from uwbench.models.mann import build_mann
 from uwbench.models.memory_base import MANNConfig
@@ -153,7 +154,7 @@ class NTMMemory(nn.Module):
     def __init__(self, cfg: MANNConfig):
         super().__init__()
         if cfg.read_heads != 1:
-            raise ValueError(
+            raise UserError(
                 f"`read_heads == 1` must hold for the NTM (one read and one write head), got {cfg.read_heads}"
             )
         self.slots = cfg.memory_size  # N

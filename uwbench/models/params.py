@@ -24,6 +24,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch.nn as nn
 
+from uwbench.errors import UserError
+
 # The paper's Table 1 totals (docs/reference.md §9.2, §9.4).
 PAPER_TOTALS = {"dnc": 98_840, "dnc_cuw": 96_120, "lstm": 103_840, "ntm": 99_112}
 TF_WORD_SIZE, TF_READ_HEADS = 64, 1  # the TF code's memory defaults, counted even without memory
@@ -55,7 +57,7 @@ def paper_reconciliation(model_name: str):
 
     def decorator(fn: Reconciliation) -> Reconciliation:
         if model_name in PAPER_RECONCILIATIONS:
-            raise ValueError(f"a paper reconciliation for model {model_name!r} is registered twice")
+            raise UserError(f"a paper reconciliation for model {model_name!r} is registered twice")
         PAPER_RECONCILIATIONS[model_name] = fn
         return fn
 

@@ -42,6 +42,7 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from uwbench import env
+from uwbench.errors import UserError
 
 SOURCES = ("cells.cpp", "dnc.cpp", "ntm.cpp", "cuw.cpp", "gemm.cpp")
 HEADERS = ("vmath.h",)
@@ -105,7 +106,7 @@ _other_libraries: Dict[str, ctypes.CDLL] = {}  # the other choices' (VECTOR_FLAG
 _other_failures: Dict[str, str] = {}
 
 
-class NativeUnavailable(RuntimeError):
+class NativeUnavailable(UserError, RuntimeError):
     """The native kernels cannot be built or loaded on this machine (the message says why and what to do)."""
 
 

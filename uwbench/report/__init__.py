@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional
 
+from uwbench.errors import NotFoundError, UserError
+
 SOURCES = ("auto", "mlflow", "csv")
 DEFAULT_OUT = "reports"  # where study reports go: <out>/<study id>/ and the index <out>/README.md
 
@@ -40,12 +42,11 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     """
     from uwbench import spec as spec_mod
     from uwbench import snapshot as snap_mod
+    from uwbench.paths import user_folder
     from uwbench.report import guard, index as index_mod, render, study as study_mod
 
-    from uwbench.paths import user_folder
-
     if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        raise UserError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     user_folder(out, "--out")  # never /, a system folder or the home folder itself
     spec = spec_mod.load(path)
     if overrides:  # a --set key no cell has, or a grid axis: the error `uwbench sweep --set` gives
@@ -55,7 +56,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     from uwbench.snapshot.folders import is_board_folder
 
     if is_board_folder(folder):  # its runs.csv is the board's (every row's runs, or the baselines so far)
-        raise ValueError(f"{folder} is a leaderboard folder (board.md or progress.md): a study report there would "
+        raise UserError(f"{folder} is a leaderboard folder (board.md or progress.md): a study report there would "
                          "replace the board's runs.csv; `uwbench leaderboard --rebuild` writes that folder, and a "
                          "study report of the suite goes elsewhere (--out DIR)")
     snap = None
@@ -83,14 +84,14 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
 
             search_storage = storage or search.default_storage(study_id)
         elif source == "mlflow":
-            raise FileNotFoundError(f"no MLflow experiment {study_id!r} at {tracking.resolve_uri(tracking_uri)}; "
+            raise NotFoundError(f"no MLflow experiment {study_id!r} at {tracking.resolve_uri(tracking_uri)}; "
                                     f"run `uwbench sweep {path}` first (or `--tracking-uri`)")
     if snap is None and source in ("auto", "csv"):
         if os.path.exists(os.path.join(folder, "runs.csv")):
             snap = snap_mod.Snapshot.from_dir(folder)
             log(f"{study_id}: {len(snap.runs)} runs from {os.path.join(folder, 'runs.csv')}")
         elif source == "csv":
-            raise FileNotFoundError(f"no {os.path.join(folder, 'runs.csv')}: build the report from MLflow first")
+            raise NotFoundError(f"no {os.path.join(folder, 'runs.csv')}: build the report from MLflow first")
     if snap is None:
         snap = snap_mod.Snapshot(snap_mod.runs_text([]))
         log(f"{study_id}: no runs yet (every cell is shown as not run)")
@@ -126,7 +127,7 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
         user_folder(out, "--out")  # never /, a system folder or the home folder itself
     src = os.path.dirname(os.path.abspath(csv_path))
     if os.path.basename(csv_path) != "runs.csv":
-        raise ValueError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")
+        raise UserError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")
     snap = snap_mod.Snapshot.from_dir(src)
     view = render.study_for_snapshot(snap, studies_dir, src)
     if out is None:
@@ -161,7 +162,7 @@ def _check_replaceable(folder: str, patterns, fix: str = GIVE_OUT) -> None:
                     - set(SNAPSHOT_FILES))
     if theirs:
         shown = ", ".join(theirs[:5]) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
-        raise ValueError(f"{folder} is not a report folder and holds files a report would replace or remove "
+        raise UserError(f"{folder} is not a report folder and holds files a report would replace or remove "
                          f"({shown}); {fix}")
 
 

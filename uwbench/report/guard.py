@@ -15,6 +15,8 @@ from typing import Set
 
 import pandas as pd
 
+from uwbench.errors import UserError
+
 
 # The line the report's README.md and the reports index carry (written by ``render`` and ``index``): a folder
 # whose README.md has it is a report uwbench may rebuild in place.
@@ -30,7 +32,7 @@ def generated(path: str) -> bool:
         return False
 
 
-class ProfileClashError(ValueError):
+class ProfileClashError(UserError):
     """The report would replace a report of another profile (a user error: the CLI prints one line)."""
 
 

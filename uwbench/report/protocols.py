@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import pandas as pd
 
+from uwbench.errors import NotFoundError
 from uwbench.report import formats, regime as regime_mod, stats, tables
 from uwbench.snapshot import Snapshot
 from uwbench.report.study import StudyView
@@ -39,7 +40,7 @@ def load_others(study: StudyView, folder: str) -> List[RunSet]:
     for label, sub in study.protocols_other:
         path = os.path.join(folder, sub)
         if not os.path.isfile(os.path.join(path, "runs.csv")):
-            raise FileNotFoundError(f"the study's protocols name the run set {label!r} at {path}, which has no "
+            raise NotFoundError(f"the study's protocols name the run set {label!r} at {path}, which has no "
                                     "runs.csv: restore the folder from git, or remove it from `protocols:`")
         snap = Snapshot.from_dir(path)
         runs = snap.runs[snap.runs["study"].isin([study.id, ""])] if len(snap.runs) else snap.runs

@@ -34,6 +34,7 @@ from uwbench.snapshot import INTERRUPTED, Snapshot, to_csv_text
 from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
+from uwbench.errors import UserError
 
 GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")  # the kinds of file a report folder holds
 # The names ``build_report`` gives its files: only these (and the figures the folder's previous README showed)
@@ -433,6 +434,6 @@ def study_for_snapshot(snap: Snapshot, studies_dir: str = "studies", folder: str
     snapshot belongs to the study its folder is named after."""
     ids = snap.study_ids() or ([os.path.basename(os.path.normpath(folder))] if folder else [])
     if len(ids) != 1:
-        raise ValueError(f"a runs.csv must hold exactly one study, got {ids or 'none'}")
+        raise UserError(f"a runs.csv must hold exactly one study, got {ids or 'none'}")
     path = find_study_file(ids[0], studies_dir)
     return load_study(path, snap.runs) if path else from_runs(ids[0], snap.runs)

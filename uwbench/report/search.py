@@ -32,6 +32,7 @@ from uwbench import atomic, metrics
 from uwbench.report import formats, search_figures, tables
 from uwbench.snapshot import format_value
 from uwbench.report.study import StudyView
+from uwbench.errors import UserError
 
 MIN_TRIALS = 2  # finished trials a cell needs for importance and figures
 IMPORTANCE_SEED = 0
@@ -288,7 +289,7 @@ def build_study(trials: Sequence[SearchTrial], distributions: Mapping[str, Any],
     for t in trials:
         missing = sorted(set(t.params) - set(distributions))
         if missing:
-            raise ValueError(f"trial {t.number} has params {missing} outside the search space "
+            raise UserError(f"trial {t.number} has params {missing} outside the search space "
                              f"{sorted(distributions)}")
         dists = {k: distributions[k] for k in t.params}
         study.add_trial(create_trial(params=dict(t.params), distributions=dists, value=t.value))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from uwbench import axes, metrics
+from uwbench.errors import UserError
 
 # Default tolerances (in the metric's report units): accuracy in percentage points, MSE relative.
 DEFAULT_TOLERANCE = {"accuracy": 5.0, "mse": 0.25}
@@ -225,7 +226,7 @@ def one_backend(rows: List[Dict], backend: Optional[str] = None) -> Tuple[List[D
     names = sorted({_backend(r) for r in rows} - {None})
     if backend is not None:
         if backend not in names:
-            raise ValueError(f"no runs of backend {backend!r} in this run set; backends with runs: "
+            raise UserError(f"no runs of backend {backend!r} in this run set; backends with runs: "
                              f"{', '.join(names) or 'none'} (drop --backend, or sweep with --backend {backend})")
     elif len(names) <= 1:
         return rows, ""
@@ -249,7 +250,7 @@ def _select_profile(rows: List[Dict], spec, profile: Optional[str], path: str,
                     overrides: Optional[Dict[str, Dict[str, Any]]] = None) -> Tuple[List[Dict], str]:
     names = _profile_names(spec)
     if profile is not None and profile not in names:
-        raise ValueError(f"profile {profile!r} is not defined in {path or spec.id}; known profiles: {', '.join(names)}")
+        raise UserError(f"profile {profile!r} is not defined in {path or spec.id}; known profiles: {', '.join(names)}")
     hashes = {name: plan.spec_hash for name, plan in _plans(spec, names, path, overrides)}
     for name in ([profile] if profile else names):
         picked = [r for r in rows if r.get("spec_hash") == hashes.get(name)]

@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import pandas as pd
 
 from uwbench.snapshot.columns import RESTORED_RUN_ID, RESTORED_TRACE  # the tag and artifact of a restored run
+from uwbench.errors import UserError
 
 MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
@@ -82,7 +83,7 @@ def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Di
         snap = snap_mod.Snapshot(snap_mod.runs_text([]), traces=f.read())
     entries = list(snap.traces().values())
     if not entries:
-        raise ValueError(f"restored run {run_id} holds an empty {RESTORED_TRACE}")
+        raise UserError(f"restored run {run_id} holds an empty {RESTORED_TRACE}")
     return entries[0]["arrays"]
 
 

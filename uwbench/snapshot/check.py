@@ -10,6 +10,7 @@ import re
 from typing import Dict, List, Tuple
 
 from uwbench import metrics
+from uwbench.errors import UserError
 from uwbench.snapshot.columns import CURVE_COLUMNS, ID_COLUMNS, TRACE_COLUMNS, numeric_columns
 
 # What a snapshot file must hold to be read at all: the columns every version of uwbench wrote (newer axis
@@ -28,7 +29,7 @@ def numeric_of(name: str) -> Tuple[str, ...]:
             "traces.csv": ("row", "col", "value")}[name]
 
 
-class SnapshotError(ValueError):
+class SnapshotError(UserError):
     """A snapshot file cannot be what ``uwbench report`` wrote; the message names the file, the column (and the
     line) and what to do."""
 

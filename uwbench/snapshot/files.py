@@ -8,6 +8,7 @@ from typing import Dict, List
 import numpy as np
 
 from uwbench import atomic
+from uwbench.errors import NotFoundError
 from uwbench.snapshot.check import SnapshotError, check_snapshot_text
 from uwbench.snapshot.columns import CURVE_COLUMNS, TRACE_COLUMNS, all_columns, numeric_columns
 from uwbench.snapshot.text import read_csv_text, runs_text, to_csv_text, with_steps
@@ -38,7 +39,7 @@ class Snapshot:
         checked first (``check_snapshot_text``)."""
         path = os.path.join(folder, "runs.csv")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"no runs.csv in {folder}: build the report from MLflow first "
+            raise NotFoundError(f"no runs.csv in {folder}: build the report from MLflow first "
                                     "(`uwbench report studies/<id>.yaml`)")
 
         def read(name):

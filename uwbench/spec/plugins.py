@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import os
 
+from uwbench.errors import UserError
+
 PLUGINS_ENV = "UWBENCH_PLUGINS"  # comma-separated modules imported before validation and in workers
 
 
@@ -29,7 +31,7 @@ def import_plugins() -> None:
                                     f"({type(exc).__name__}: {exc}); fix it, or remove it from ${PLUGINS_ENV}") from exc
 
 
-class PluginImportError(ImportError, ValueError):
-    """A module named in ``$UWBENCH_PLUGINS`` cannot be imported (a ``ValueError`` too, so the CLI prints
+class PluginImportError(ImportError, UserError):
+    """A module named in ``$UWBENCH_PLUGINS`` cannot be imported (a ``UserError`` too, so the CLI prints
     it as one line)."""
 

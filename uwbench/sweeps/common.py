@@ -40,7 +40,7 @@ NONE = axes.NONE  # the value of a tag that does not apply
 TERMINAL = ("finished", "failed", "pruned")
 
 
-class SweepError(ValueError):
+class SweepError(errors.UserError):
     """A sweep cannot start or go on; the message says why and what to do."""
 
 

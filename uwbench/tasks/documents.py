@@ -61,7 +61,7 @@ from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from uwbench.errors import DataNotFoundError
+from uwbench.errors import DataNotFoundError, UserError
 from uwbench.registry import TASKS
 from uwbench.tasks.base import TEST_CHUNK, Batch, ClassificationTask
 from uwbench.tasks.realdata import DataStatus, LazyBatches, data_root, missing_error
@@ -108,14 +108,14 @@ def read_csv_documents(path: str, num_classes: Optional[int] = None) -> Tuple[Li
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # a blank line
             if len(row) < 2:
-                raise ValueError(f"{path}, row {line}: expected a class index then text fields, got {row!r:.80}")
+                raise UserError(f"{path}, row {line}: expected a class index then text fields, got {row!r:.80}")
             try:
                 label = int(row[0])
             except ValueError:
-                raise ValueError(f"{path}, row {line}: the class index must be an integer, got {row[0]!r:.40}") from None
+                raise UserError(f"{path}, row {line}: the class index must be an integer, got {row[0]!r:.40}") from None
             if label < 1 or (num_classes is not None and label > num_classes):
                 top = num_classes if num_classes is not None else "the number of classes"
-                raise ValueError(f"{path}, row {line}: `1 <= class index <= {top}` must hold, got {label}")
+                raise UserError(f"{path}, row {line}: `1 <= class index <= {top}` must hold, got {label}")
             texts.append(clean_text(" ".join(field.strip() for field in row[1:])))
             labels.append(label - 1)
     return texts, np.asarray(labels, dtype=np.int64)
@@ -338,12 +338,12 @@ class DocumentTask(ClassificationTask):
         pool = pool[torch.randperm(len(pool), generator=torch.Generator().manual_seed(cfg.split_seed + 1)).numpy()]
         n_val = max(1, int(round(cfg.val_fraction * len(pool))))
         if len(pool) - n_val < 1:
-            raise ValueError(f"{dataset.name}: {len(pool)} training documents leave none to train on after "
+            raise UserError(f"{dataset.name}: {len(pool)} training documents leave none to train on after "
                              f"a validation fraction of {cfg.val_fraction}")
         split_index = {"train": np.sort(pool[n_val:]), "val": np.sort(pool[:n_val])}
         test_index = _seeded_subset(len(test_texts), cfg.test_size, cfg.split_seed + 2)
         if len(test_index) == 0:
-            raise ValueError(f"{dataset.name}: the test file {paths['test']} has no documents")
+            raise UserError(f"{dataset.name}: the test file {paths['test']} has no documents")
 
         intern = TokenInterner()
         docs = {split: [intern(tokenize(train_texts[i], cfg.lowercase)) for i in idx]
@@ -370,7 +370,7 @@ class DocumentTask(ClassificationTask):
         if cfg.embedding == "glove":
             table, self.glove_coverage = glove_embedding(self.vocab, glove_path, cfg.lowercase, cfg.split_seed)
             if table.shape[1] != cfg.embedding_dim:
-                raise ValueError(f"{glove_path} has {table.shape[1]}-d vectors; `embedding_dim == "
+                raise UserError(f"{glove_path} has {table.shape[1]}-d vectors; `embedding_dim == "
                                  f"{table.shape[1]}` must hold, got {cfg.embedding_dim}")
             self.vectors = torch.from_numpy(table)  # (V, d) frozen
         else:

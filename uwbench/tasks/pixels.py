@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from uwbench.errors import UserError
 from uwbench.registry import TASKS
 from uwbench.tasks.base import TEST_CHUNK, Batch, ClassificationTask
 from uwbench.tasks.realdata import DataStatus, LazyBatches, data_root, find_first, missing_error
@@ -51,7 +52,7 @@ DIGITS_SIZE = 1797  # images in sklearn.datasets.load_digits
 
 
 # ---------------------------------------------------------------------------------------------- IDX
-class IDXFormatError(ValueError):
+class IDXFormatError(UserError):
     """A file that is not a well-formed IDX file; the message names the file and the problem."""
 
 
@@ -207,7 +208,7 @@ class PixelTask(ClassificationTask):
         self.n_pixels = self.splits["train"][0].shape[1]
         for split, (x, _) in self.splits.items():
             if len(x) == 0:
-                raise ValueError(f"the {split} split of {name} is empty")
+                raise UserError(f"the {split} split of {name} is empty")
 
     def max_encoder_steps(self) -> int:
         return self.n_pixels
@@ -255,7 +256,7 @@ def _mnist_task(cfg: PixelMNISTConfig, name: str, permutation: Optional[torch.Te
     arrays = load_mnist(cfg.data_dir)
     x, y = arrays["train_images"], arrays["train_labels"]
     if cfg.val_size >= len(x):
-        raise ValueError(f"`val_size < {len(x)}` (the training images) must hold, got {cfg.val_size}")
+        raise UserError(f"`val_size < {len(x)}` (the training images) must hold, got {cfg.val_size}")
     cut = len(x) - cfg.val_size
     splits = {"train": (x[:cut], y[:cut]), "val": (x[cut:], y[cut:]),
               "test": (arrays["test_images"], arrays["test_labels"])}

@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from uwbench.errors import DataNotFoundError
+from uwbench.errors import DataNotFoundError, UserError
 from uwbench.tasks.realdata import root_hint
 
 PAD, OOV = 0, 1  # reserved vocabulary ids
@@ -100,10 +100,10 @@ def glove_dim(path: str, probe: int = 100) -> int:
                 if sum(counts.values()) >= probe:
                     break
     if not counts:
-        raise ValueError(f"{path}: the GloVe file is empty")
+        raise UserError(f"{path}: the GloVe file is empty")
     dim = counts.most_common(1)[0][0]
     if dim < 1:
-        raise ValueError(f"{path}: expected lines of a word then its vector")
+        raise UserError(f"{path}: expected lines of a word then its vector")
     return dim
 
 
@@ -132,14 +132,14 @@ def load_glove(path: str, words: Optional[Iterable[str]] = None, lowercase: bool
                 continue  # a word with spaces inside (840B has a few) never matches a token: skip too
             parts = line.rstrip().rsplit(" ", dim)
             if len(parts) != dim + 1:
-                raise ValueError(f"{path}, line {number}: expected a word and {dim} numbers, got "
+                raise UserError(f"{path}, line {number}: expected a word and {dim} numbers, got "
                                  f"{len(parts) - 1} fields")
             if parts[0] != head:
                 continue  # the word itself contains a space
             try:
                 rows.append(np.asarray(parts[1:], dtype=np.float32))
             except ValueError:
-                raise ValueError(f"{path}, line {number}: a vector value is not a number") from None
+                raise UserError(f"{path}, line {number}: a vector value is not a number") from None
             found_words.append(key)
             seen.add(key)
     vectors = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)

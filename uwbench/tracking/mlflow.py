@@ -33,6 +33,7 @@ from typing import Any, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from uwbench import env, errors
+from uwbench.errors import UserError
 
 env.apply()
 warnings.filterwarnings("ignore", message=".*noload.*")  # SQLAlchemy 2.1 deprecation noise
@@ -50,7 +51,7 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{os.path.join(env.runs_dir(), 'mlflow.db')}"
 
 
-class TrackingError(ValueError):
+class TrackingError(errors.UserError):
     """The MLflow store cannot be used; the message names it and says what to do."""
 
 
@@ -345,7 +346,7 @@ class Run:
             except mlflow.exceptions.MlflowException as exc:
                 if errors.fault(exc) is not None:  # the store does not answer: not a missing run
                     raise
-                raise ValueError(f"no MLflow run {run_id!r} in {self.uri}: check the run id and --tracking-uri") \
+                raise UserError(f"no MLflow run {run_id!r} in {self.uri}: check the run id and --tracking-uri") \
                     from exc
             self.experiment_id = experiment_id or existing.info.experiment_id
             self.run_id = run_id

@@ -27,13 +27,14 @@ from typing import Any, Dict, Mapping, Optional
 import torch
 
 from uwbench import env
+from uwbench.errors import UserError
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 BEST_FILE = "best.pt"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint cannot be used to resume this run (another config, a finished run, a broken file)."""
 
 

@@ -44,6 +44,8 @@ from __future__ import annotations
 import warnings
 from typing import Optional, Tuple, Union
 
+from uwbench.errors import UserError
+
 COMPILE_SECONDS = 40.0  # a cold compile of a DNC's kinds of step (benchmarks/README.md, "Fast by default")
 
 def estimated_saving(updates: int, steps_per_sequence: int, saving_per_step: float) -> float:
@@ -58,7 +60,7 @@ def should_compile(setting: Union[bool, str], saving_per_step: Optional[float], 
     if setting is True or setting is False:
         return setting
     if setting != "auto":
-        raise ValueError(f"`train.compile` must be auto, true or false, got {setting!r}")
+        raise UserError(f"`train.compile` must be auto, true or false, got {setting!r}")
     if not saving_per_step or steps_per_sequence is None:
         return False
     return estimated_saving(updates, steps_per_sequence, saving_per_step) > COMPILE_SECONDS
@@ -67,9 +69,9 @@ def should_compile(setting: Union[bool, str], saving_per_step: Optional[float], 
 def _check_setting(name: str, setting, compile_setting) -> None:
     """``train.<name>`` is auto, true or false, and true does not come with ``train.compile=true``."""
     if setting is not True and setting is not False and setting != "auto":
-        raise ValueError(f"`train.{name}` must be auto, true or false, got {setting!r}")
+        raise UserError(f"`train.{name}` must be auto, true or false, got {setting!r}")
     if setting is True and compile_setting is True:
-        raise ValueError(f"train.{name}=true and train.compile=true ask for two different paths: set one of "
+        raise UserError(f"train.{name}=true and train.compile=true ask for two different paths: set one of "
                          "them to false")
 
 
@@ -88,7 +90,7 @@ def native_choice(model, model_name: str, native, compile_setting) -> Tuple[bool
         return False, "train.native=false"
     if getattr(model, "use_native", None) is None:
         if native is True:
-            raise ValueError(f"train.native=true needs a model with native parts (dnc, ntm or lstm), got "
+            raise UserError(f"train.native=true needs a model with native parts (dnc, ntm or lstm), got "
                              f"{model_name!r}; set train.native=auto or false")
         return False, f"the model {model_name!r} has no native path"
     if native is True:
@@ -122,7 +124,7 @@ def cuda_graph_decision(model, setting, compile_setting, device, lengths: bool =
     reason = unsupported_reason(model, device, lengths)
     if setting is True:
         if reason is not None:
-            raise ValueError(f"train.cuda_graph=true cannot run this model: {reason}; set train.cuda_graph=auto "
+            raise UserError(f"train.cuda_graph=true cannot run this model: {reason}; set train.cuda_graph=auto "
                              "or false")
         return True
     return reason is None and compile_setting is not True

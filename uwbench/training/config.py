@@ -6,12 +6,13 @@ the dict MLflow records describes the run completely.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, fields
-from typing import Any, Dict, Literal, Mapping, Optional, Union
+from typing import Annotated, Any, Dict, Literal, Mapping, Optional, Union
 
-from uwbench.config import SECTIONS, ConfigError, as_dict, build
+from pydantic import Field
+
+from uwbench.config import SECTIONS, ConfigError, Why, as_dict, build, check
 from uwbench.registry import MODELS, TASKS
 
 
@@ -20,22 +21,30 @@ DEVICE_PATTERN = re.compile(r"^(cpu|auto|cuda(:\d+)?)$")
 FLOAT32_MAX = 3.4028234663852886e38  # the largest step a float32 parameter can take (torch.finfo(torch.float32).max)
 
 
+AtLeast1 = Annotated[int, Field(ge=1)]
+
+
 @dataclass
 class TrainConfig:
-    steps: int = 10000  # parameter updates (paper: 10k, batch 64)
-    batch_size: int = 64
+    """The training settings (the ``train`` section). Each rule is in its field's annotation, checked by
+    pydantic (``uwbench.config``) when a run config is built and when a ``TrainConfig`` is made directly."""
+
+    steps: AtLeast1 = 10000  # parameter updates (paper: 10k, batch 64)
+    batch_size: AtLeast1 = 64
     optimizer: Literal["adam", "rmsprop"] = "adam"
-    lr: float = 1e-3
-    clip: float = 10.0  # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
+    # a finite step a float32 parameter can take (``inf`` is refused like ``nan``)
+    lr: Annotated[float, Field(gt=0, le=FLOAT32_MAX), Why(le="the largest step a float32 parameter can take")] = 1e-3
+    # gradient clipping threshold (paper: 10 for copy/reverse/add/max)
+    clip: Annotated[float, Field(gt=0, allow_inf_nan=False), Why(finite="for no clipping set train.clip_mode=none")] = 10.0
     # per_tensor | per_variable (the authors' TF variables: a controller's two matrices share one norm) |
     # global | none (docs/reference.md §8.2)
     clip_mode: Literal["per_tensor", "per_variable", "global", "none"] = "per_tensor"
-    eval_every: int = 100  # evaluate on fresh batches every N updates (docs/reference.md §8.3)
-    eval_batches: int = 5
-    early_stop_evals: Optional[int] = None  # stop after N evaluations without improvement
+    eval_every: AtLeast1 = 100  # evaluate on fresh batches every N updates (docs/reference.md §8.3)
+    eval_batches: AtLeast1 = 5
+    early_stop_evals: Optional[AtLeast1] = None  # stop after N evaluations without improvement
     seed: int = 0
-    device: str = "cpu"  # cpu | cuda | cuda:N | auto
-    threads: Optional[int] = None  # torch intra-op threads (None: 1 on CPU, torch's default on CUDA; see loop.py)
+    device: Annotated[str, Field(pattern=DEVICE_PATTERN.pattern), Why(pattern=DEVICE_FORMS)] = "cpu"
+    threads: Optional[AtLeast1] = None  # torch intra-op threads (None: 1 on CPU, torch's default on CUDA; see loop.py)
     # auto | true | false: run the model's step function under torch.compile; auto does so when the run is
     # long enough for the compilation to pay for itself (uwbench/training/compile_policy.py)
     compile: Union[Literal["auto"], bool] = "auto"
@@ -48,37 +57,11 @@ class TrainConfig:
     # replay them (uwbench/models/cuda_graph.py); auto does so for the memory models and the lstm baseline
     # unless train.compile=true asks for the compiled path (compile_policy.py)
     cuda_graph: Union[Literal["auto"], bool] = "auto"
-    checkpoint_every: Optional[int] = 1  # save a resumable checkpoint every N evaluations; 0 or None: never
+    # save a resumable checkpoint every N evaluations; 0 or None: never
+    checkpoint_every: Optional[Annotated[int, Field(ge=0)]] = 1
 
     def __post_init__(self):
-        checks = [
-            ("steps >= 1", self.steps >= 1, self.steps),
-            ("batch_size >= 1", self.batch_size >= 1, self.batch_size),
-            ("lr > 0", self.lr > 0, self.lr),
-            ("clip > 0", self.clip > 0, self.clip),
-            ("eval_every >= 1", self.eval_every >= 1, self.eval_every),
-            ("eval_batches >= 1", self.eval_batches >= 1, self.eval_batches),
-        ]
-        if self.early_stop_evals is not None:
-            checks.append(("early_stop_evals >= 1", self.early_stop_evals >= 1, self.early_stop_evals))
-        if self.checkpoint_every is not None:
-            checks.append(("checkpoint_every >= 0", self.checkpoint_every >= 0, self.checkpoint_every))
-        if self.threads is not None:
-            checks.append(("threads >= 1", self.threads >= 1, self.threads))
-        for rule, ok, value in checks:
-            if not ok:
-                raise ValueError(f"`{rule}` must hold, got {value}")
-        self._check_finite()
-        if not isinstance(self.device, str) or not DEVICE_PATTERN.match(self.device):
-            raise ValueError(f"`device` must be {DEVICE_FORMS}, got {self.device!r}")
-
-    def _check_finite(self) -> None:
-        """lr and clip are finite (``inf`` is refused like ``nan``); lr fits a float32 step."""
-        if not self.lr <= FLOAT32_MAX:
-            raise ValueError(f"`lr <= {FLOAT32_MAX:.4g}` must hold (a finite step a float32 parameter can take), "
-                             f"got {self.lr}")
-        if not math.isfinite(self.clip):
-            raise ValueError(f"`clip` must be finite, got {self.clip}; for no clipping set train.clip_mode=none")
+        check(self)
 
 
 @dataclass

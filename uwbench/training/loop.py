@@ -49,6 +49,7 @@ from uwbench.models.cuda_graph import GraphedTraining
 from uwbench.training import record, sizes, timing
 from uwbench.training.checkpoint import Checkpoint, capture_rng, restore_rng
 from uwbench.training.config import ResolvedRun, resolve_run
+from uwbench.errors import UserError
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}
 EVAL_SEED_OFFSET = 1_000_003  # evaluation batches come from their own stream, never the training one
@@ -96,9 +97,9 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but this machine has no CUDA GPU; use --device cpu")
+        raise UserError(f"device {name!r} asked for, but this machine has no CUDA GPU; use --device cpu")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ValueError(f"device {name!r} asked for, but this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+        raise UserError(f"device {name!r} asked for, but this machine has {torch.cuda.device_count()} CUDA GPU(s) "
                          f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}); use one of those or --device cuda")
     return device
 
@@ -176,7 +177,7 @@ def enable_compile(model, model_name: str, setting=True, updates: int = 0, steps
 
     compile_steps = getattr(model, "compile_steps", None)
     if setting is True and compile_steps is None:
-        raise ValueError(f"`compile` needs a model with a step function to compile (the memory models and lstm), "
+        raise UserError(f"`compile` needs a model with a step function to compile (the memory models and lstm), "
                          f"got model {model_name!r}; set train.compile=auto or false")
     saving = getattr(model, "compiled_step_saving", None) if compile_steps is not None else None
     if not should_compile(setting, saving, updates, steps_per_sequence):
@@ -197,7 +198,7 @@ def choose_path(model, model_name: str, tc, task) -> Tuple[str, Optional[str]]:
     if native and probe(task).lengths is not None:
         why = "the task's batches carry per-sequence lengths, which the native path does not take"
         if tc.native is True:
-            raise ValueError(f"train.native=true cannot run this task: {why}; set train.native=auto or false")
+            raise UserError(f"train.native=true cannot run this task: {why}; set train.native=auto or false")
         native = False
     if native:
         model.use_native(True)

@@ -41,6 +41,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import torch
 
 from uwbench import env
+from uwbench.errors import UserError
 from uwbench.models.stacked import PopulationForward
 from uwbench.training import record
 from uwbench.training.checkpoint import Checkpoint
@@ -52,7 +53,7 @@ MEMBER_KEYS = ("seed", "lr", "clip", "clip_mode")  # the train settings a member
 STACKED = "stacked"  # the path tag of a member trained through the batched torch forward
 
 
-class PopulationError(ValueError):
+class PopulationError(UserError):
     """The runs asked for cannot train as one population (they differ in a shape setting)."""
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
+from uwbench.errors import UserError
+
 FLOAT_BYTES = 4  # float32, the models' dtype
 EVERY_STEP_WRITERS = ("regular",)  # writers that write the memory at every step
 
@@ -81,7 +83,7 @@ def check_fits(resolved, device) -> None:
     need, how = lower_bound(resolved)
     have, what = machine_memory(device)
     if have is not None and need > have:
-        raise ValueError(f"the run needs at least {human(need)} ({how}) but {what} is {human(have)}: lower the "
+        raise UserError(f"the run needs at least {human(need)} ({how}) but {what} is {human(have)}: lower the "
                          "batch size, the sequence length or the memory size (--batch-size, --seq-len, --memory-size)")
 
 

@@ -31,6 +31,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from uwbench.errors import UserError
+
 # the paths a compared gradient is recomputed on: name -> (native?, dtype)
 REFERENCE_PATHS: Dict[str, Tuple[bool, torch.dtype]] = {
     "torch32": (False, torch.float32),
@@ -218,7 +220,7 @@ def reference_paths(run_path: str, requested: Optional[Sequence[str]] = None) ->
     if requested is not None:
         unknown = [p for p in requested if p not in REFERENCE_PATHS]
         if unknown:
-            raise ValueError(f"unknown reference path(s) {unknown}; choose from {sorted(REFERENCE_PATHS)}")
+            raise UserError(f"unknown reference path(s) {unknown}; choose from {sorted(REFERENCE_PATHS)}")
         return list(requested)
     return ["torch32", "torch64"] + (["native64"] if run_path == "native" else [])
 
@@ -248,27 +250,27 @@ def trace(config: Mapping, start: int, stop: int, *, compare_every: int = 25, sp
     changes = dict(changes or {})
     unknown = sorted(set(changes) - set(BRANCH_SETTINGS))
     if unknown:
-        raise ValueError(f"a branch can change only train.{', train.'.join(BRANCH_SETTINGS)}; got train."
+        raise UserError(f"a branch can change only train.{', train.'.join(BRANCH_SETTINGS)}; got train."
                          + ", train.".join(unknown))
     if changes and state is None:
-        raise ValueError("changed settings need a state to branch from (save one with save_state first)")
+        raise UserError("changed settings need a state to branch from (save one with save_state first)")
     config = copy.deepcopy(dict(config))
     config["train"] = {**dict(config.get("train") or {}), **changes}
     resolved = resolve_run(config)
     steps = resolved.train.steps
     if not 1 <= start <= stop <= steps:
-        raise ValueError(f"the window must satisfy 1 <= from <= to <= {steps} (the run's updates); "
+        raise UserError(f"the window must satisfy 1 <= from <= to <= {steps} (the run's updates); "
                          f"got from {start}, to {stop}")
     if compare_every < 1:
-        raise ValueError(f"compare_every must be >= 1, got {compare_every}")
+        raise UserError(f"compare_every must be >= 1, got {compare_every}")
     if not spike_factor > 1:
-        raise ValueError(f"spike_factor must be > 1, got {spike_factor}")
+        raise UserError(f"spike_factor must be > 1, got {spike_factor}")
     every = resolved.train.eval_every
     saved_at = (start - 1) // every * every  # the last evaluation before the window
     if save_state is not None and saved_at < 1:
-        raise ValueError(f"no evaluation before update {start} (one every {every}) to save the state at")
+        raise UserError(f"no evaluation before update {start} (one every {every}) to save the state at")
     if state is not None and not state["step"] < start:
-        raise ValueError(f"the state is at update {state['step']}: the window must start after it, got {start}")
+        raise UserError(f"the state is at update {state['step']}: the window must start after it, got {start}")
     device = check_run(resolved)
     previous_threads = torch.get_num_threads()
     if threads is not None:

@@ -15,6 +15,7 @@ import torch
 
 from uwbench.registry import WRITERS
 from uwbench.writing.base import Writer
+from uwbench.errors import UserError
 
 
 @dataclass
@@ -39,7 +40,7 @@ def write_probability(options: RandomConfig, memory_size: int, max_steps: int) -
 class RandomWriter(Writer):
     def __init__(self, cfg: Any, max_steps: Optional[int]):
         if max_steps is None or max_steps < 1:
-            raise ValueError(
+            raise UserError(
                 "the random writer draws one mask over the task's longest encoder sequence: "
                 f"`max_steps >= 1` must hold, got {max_steps!r} (build the model with its task)"
             )
