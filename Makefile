@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) -m uwbench demo
 
-test: install
+test: install lint
 	$(PY) -m pytest -q -m "not slow and not gpu" -n $(TEST_WORKERS) --dist worksteal
 
 test-slow: install
@@ -45,8 +45,9 @@ GPU_CHECK_OUT ?= runs/gpu-check
 gpu-check: install
 	GPU_CHECK_OUT=$(GPU_CHECK_OUT) PY=$(PY) sh benchmarks/gpu_check.sh
 
+# ruff (pyproject.toml [tool.ruff]: pycodestyle, pyflakes, blind excepts, stale noqa markers), then every study file
 lint: install
-	$(PY) -m compileall -q uwbench tests benchmarks && $(PY) -m uwbench validate studies/*.yaml
+	$(VENV)/bin/ruff check --no-cache . && $(PY) -m uwbench validate studies/*.yaml
 
 bench: install
 	$(PY) -m pip install -q -e ".[bench]" && $(PY) -m uwbench bench

@@ -14,13 +14,14 @@ import sys
 import types
 
 import torch
-torch.set_num_threads(1)
-from uwbench.models.base import build_model
-from uwbench.models import mann as mm
-from uwbench.bench import workloads as wl
-from uwbench.bench.timing import interleave
+torch.set_num_threads(1)  # one thread before uwbench's modules are imported: the imports below stay after it
+from uwbench.models.base import build_model  # noqa: E402
+from uwbench.models import mann as mm  # noqa: E402
+from uwbench.bench import workloads as wl  # noqa: E402
+from uwbench.bench.timing import interleave  # noqa: E402
 
-task = wl.make_task("copy", 50); batch = wl.make_batch(task, 64)
+task = wl.make_task("copy", 50)
+batch = wl.make_batch(task, 64)
 opts = dict(fullgraph=True, dynamic=False, options={"size_asserts": False, "alignment_asserts": False, "scalar_asserts": False})
 
 def chunk(self, gxs, w_read, cstate, mstate, r, gr, writes, reads):
@@ -28,7 +29,8 @@ def chunk(self, gxs, w_read, cstate, mstate, r, gr, writes, reads):
     for k in range(len(gxs)):
         st = mstate if writes[k] else None
         cstate, mstate, r, gr = mm._carry(self._step(gxs[k], w_read, cstate, st, r, gr, writes[k], reads[k], None), mstate, r, gr)
-        hs.append(cstate[0]); rs.append(r)
+        hs.append(cstate[0])
+        rs.append(r)
     return cstate, mstate, r, gr, hs, rs
 
 def chunked_forward(model, K):
@@ -38,7 +40,8 @@ def chunked_forward(model, K):
         hs, rs = [], []
         for s in range(0, len(gxs), K):
             cstate, mstate, r, gr, h_, r_ = cchunk(tuple(gxs[s:s+K]), w_read, cstate, mstate, r, gr, tuple(writes[s:s+K]), tuple(reads[s:s+K]))
-            hs += h_; rs += r_
+            hs += h_
+            rs += r_
         return (cstate, mstate, r, gr), hs, rs
     def fwd(inputs, dec, lengths=None):
         ctrl, mem = model.controller, model.memory
@@ -58,9 +61,11 @@ for name in sys.argv[1:]:
     torch.manual_seed(0)
     model = build_model("dnc", task.input_size, task.output_size, {}, task=task)
     if name == "step":
-        model.compile_steps(); fwd = model
+        model.compile_steps()
+        fwd = model
     elif name == "native":
-        model.use_native(True); fwd = model
+        model.use_native(True)
+        fwd = model
     elif name.startswith("chunk"):
         fwd = chunked_forward(model, int(name[5:]))
     else:

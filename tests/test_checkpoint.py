@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from uwbench.training.checkpoint import (BEST_FILE, STATE_FILE, Checkpoint, CheckpointError, atomic_save,
+from uwbench.training.checkpoint import (BEST_FILE, Checkpoint, CheckpointError, atomic_save,
                                          capture_rng, restore_rng, status)
 from uwbench.training.loop import train
 

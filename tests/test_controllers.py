@@ -57,10 +57,10 @@ def test_ln_lstm_matches_a_slow_written_out_reference():
 @pytest.mark.parametrize(
     "name, count",
     [
-        ("ln_lstm", lambda I, H: 4 * H * (I + H) + 10 * H),  # docs/reference.md §3.2
-        ("lstm", lambda I, H: 4 * H * (I + H + 1)),
-        ("gru", lambda I, H: 3 * H * (I + H + 1)),
-        ("rnn", lambda I, H: H * (I + H + 1)),
+        ("ln_lstm", lambda n_in, H: 4 * H * (n_in + H) + 10 * H),  # docs/reference.md §3.2
+        ("lstm", lambda n_in, H: 4 * H * (n_in + H + 1)),
+        ("gru", lambda n_in, H: 3 * H * (n_in + H + 1)),
+        ("rnn", lambda n_in, H: H * (n_in + H + 1)),
     ],
 )
 def test_parameter_counts_match_tensorflow_cells(name, count):

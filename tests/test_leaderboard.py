@@ -18,7 +18,7 @@ import pytest
 from uwbench.leaderboard import board as board_mod
 from uwbench.leaderboard import render as board_render
 from uwbench.report import stats
-from uwbench.snapshot import CURVE_COLUMNS, Snapshot, columns, curves_text, runs_text, to_csv_text
+from uwbench.snapshot import Snapshot, curves_text, runs_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = os.path.join(ROOT, "studies", "leaderboard.yaml")

@@ -68,7 +68,7 @@ def running_trial_of(storage: str, folder):
 
     try:
         trials = optuna_trials(storage)
-    except Exception:  # the storage is being created
+    except Exception:  # noqa: BLE001 - the storage is being created
         return None
     for t in trials:
         if t.state == TrialState.RUNNING and str(folder) in t.user_attrs.get("machine", "") \

@@ -8,11 +8,12 @@ import pytest
 import torch
 from conftest import fit_and_score
 
-WRITERS = ("regular", "uniform", "cached_uniform", "random")  # every writer the NTM takes
-
 from uwbench.models import ntm
 from uwbench.models.memory_base import MANNConfig
 from uwbench.models.ntm import NTMMemory
+
+WRITERS = ("regular", "uniform", "cached_uniform", "random")  # every writer the NTM takes
+
 
 torch.set_num_threads(1)  # CI runners and the dev machine have 2 shared cores
 

@@ -38,7 +38,9 @@ def float64(monkeypatch):
 
     def to64(self, device):
         b = to(self, device)
-        cast = (lambda t: t.double() if t.is_floating_point() else t)
+        def cast(t):
+            return t.double() if t.is_floating_point() else t
+
         return replace(b, inputs=cast(b.inputs), decoder_inputs=cast(b.decoder_inputs), targets=cast(b.targets))
 
     monkeypatch.setattr(base.Batch, "to", to64)

@@ -188,9 +188,9 @@ def test_g_lambda_vectorises_and_validates():
 
 
 def test_optimal_intervals_are_uniform():
-    l = th.optimal_intervals(51, 4)
-    np.testing.assert_allclose(l, [10.2] * 5)
-    assert th.contribution_bound(l, 51, 0.9, given="intervals") == pytest.approx(th.g_lambda(51, 4, 0.9))
+    intervals = th.optimal_intervals(51, 4)
+    np.testing.assert_allclose(intervals, [10.2] * 5)
+    assert th.contribution_bound(intervals, 51, 0.9, given="intervals") == pytest.approx(th.g_lambda(51, 4, 0.9))
     assert th.optimal_interval(51, 4) == pytest.approx(10.2)
     assert th.compression_ratio(50, 4) == pytest.approx(0.1)
     with pytest.raises(ValueError, match=r"`D >= 0` must hold"):
@@ -203,9 +203,9 @@ def test_no_real_split_beats_the_optimal_intervals(data, lam):
     # Theorem 3 over reals: Jensen on the concave (lambda < 1) / convex (lambda > 1) f_lambda
     weights = np.array(data.draw(st.lists(st.floats(0.01, 1.0), min_size=1, max_size=8)))
     T = data.draw(st.floats(1.0, 100.0))
-    l = weights / weights.sum() * T
-    bound = th.contribution_bound(l, T, lam, given="intervals")
-    best = th.g_lambda(T, len(l) - 1, lam)
+    intervals = weights / weights.sum() * T
+    bound = th.contribution_bound(intervals, T, lam, given="intervals")
+    best = th.g_lambda(T, len(intervals) - 1, lam)
     assert (bound <= best * (1 + 1e-9)) if lam <= 1 else (bound >= best * (1 - 1e-9))
 
 
@@ -230,7 +230,7 @@ def test_best_integer_split_by_hand():
 @given(T=st.integers(1, 12), data=st.data(), lam=st.floats(0.1, 1.8), maximize=st.booleans())
 def test_best_integer_split_matches_brute_force(T, data, lam, maximize):
     D = data.draw(st.integers(0, min(T - 1, 4)))
-    values = [bound_of(l, lam) for l in compositions(T, D + 1)]
+    values = [bound_of(intervals, lam) for intervals in compositions(T, D + 1)]
     best = th.best_integer_split(T, D, lam, maximize=maximize)
     assert best.value == pytest.approx(max(values) if maximize else min(values), rel=1e-12)
     assert sum(best.intervals) == T and len(best.intervals) == D + 1 and min(best.intervals) >= 1
@@ -282,7 +282,7 @@ def test_most_even_split_by_hand():
     assert th.best_integer_split(23, 3, 1.3, maximize=False).intervals == (6, 6, 6, 5)
     assert th.best_integer_split(23, 3, 1.3, maximize=True).intervals == (20, 1, 1, 1)
     # and lambda = 1 makes every split equal
-    assert all(bound_of(l, 1.0) == pytest.approx(1.0) for l in compositions(7, 3))
+    assert all(bound_of(intervals, 1.0) == pytest.approx(1.0) for intervals in compositions(7, 3))
 
 
 # ------------------------------------------------------------------------------------ write schedules

@@ -80,7 +80,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not _stdout_closed():  # another pipe broke (a child process's): an error like any other
             return _fail(args, exc)
         return _quiet_stdout()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the last resort: any other exception is shown as a bug
         return _fail(args, exc)
 
 

@@ -14,11 +14,11 @@ imported inside ``run`` so ``uwbench --help`` stays instant.
 """
 from __future__ import annotations
 
+from uwbench.bench.sections import SECTIONS  # imports no torch
 from uwbench.errors import UserError
 
 HELP = "benchmark the models' speed and memory against torch.nn.LSTM and PyPI dnc"
 
-from uwbench.bench.sections import SECTIONS  # imports no torch
 DEFAULT_OUT = "benchmarks/results"
 
 

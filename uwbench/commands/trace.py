@@ -67,7 +67,7 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = tracking.download_artifact(args.run_id, "config.json", uri, tmp)
-        except Exception as exc:  # an MLflow error of any kind: the run has no config to replay
+        except Exception as exc:  # noqa: BLE001 - an MLflow error of any kind: the run has no config to replay
             raise ConfigError(f"run {args.run_id} has no config.json artifact to replay ({exc}); only runs "
                               "recorded by `uwbench train` or `uwbench sweep` can be traced") from None
         with open(path) as f:

@@ -48,7 +48,6 @@ def _baselines_sentence(board, link: str) -> str:
     """The rest of the block's one sentence: how many baseline cells converged, the columns left out (†) and
     where the account of each unconverged cell, the late collapses and the code versions is (``board.md``,
     ``cells.csv``)."""
-    from uwbench.leaderboard import render as br
 
     n, stuck = len(board.baseline_cells), board.unconverged
     where = (f"`board.md` names the cells that did not converge, the runs that collapsed late and each row's code "

@@ -482,7 +482,7 @@ class SystemMetrics:
             if pending:
                 self.monitor.publish_metrics(pending)
                 self.monitor.mlflow_logger.flush()
-        except Exception as exc:  # never fail a run over its system metrics
+        except Exception as exc:  # noqa: BLE001 - never fail a run over its system metrics
             warnings.warn(f"could not log the last system metrics: {type(exc).__name__}: {exc}")
         self.monitor = None
 

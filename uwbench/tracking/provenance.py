@@ -101,18 +101,18 @@ def _gpus() -> Dict[str, str]:
         return none
     try:
         pynvml.nvmlInit()
-    except Exception:  # no driver, no GPU
+    except Exception:  # noqa: BLE001 - no driver, no GPU
         return none
     try:
         count = pynvml.nvmlDeviceGetCount()
         names = [_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
-    except Exception:
+    except Exception:  # noqa: BLE001 - pynvml raises its own error types for a GPU it cannot read
         return none
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - shutting down is best effort
             pass
     return {"gpu_count": str(count), "gpu_model": ", ".join(sorted(set(names))) or NONE, "nvidia_driver": driver}
 

@@ -31,7 +31,7 @@ class Heartbeat:
                 self.storage.record_heartbeat(self.trial_id)
         except UpdateFinishedTrialError:
             self.lost.set()
-        except Exception:  # a transient storage error: the next beat tries again
+        except Exception:  # noqa: BLE001 - a transient storage error: the next beat tries again
             pass
 
     def _loop(self) -> None:

@@ -258,7 +258,7 @@ class TrialRunner:
         trial = optuna.Trial(study, trial_id)
         try:
             params = space.suggest(trial, phase_space(plan, phase))
-        except Exception as exc:  # e.g. an enqueued value outside a changed space
+        except Exception as exc:  # noqa: BLE001 - e.g. an enqueued value outside a changed space
             self.storage.set_trial_user_attr(trial_id, "status", "failed")
             self.storage.set_trial_user_attr(trial_id, "error", f"{type(exc).__name__}: {exc}"[:2000])
             study.tell(trial, state=TrialState.FAIL)
