@@ -37,7 +37,7 @@ LAYERS = [
     # the foundation: the environment, configs, registries, metrics and run selection; the tasks, models and
     # writers (the models import the writers; nothing here trains)
     {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.suggest", "uwbench.registry",
-     "uwbench.paths", "uwbench.atomic", "uwbench.theory", "uwbench.writer_bounds", "uwbench.axes",
+     "uwbench.paths", "uwbench.values", "uwbench.atomic", "uwbench.theory", "uwbench.writer_bounds", "uwbench.axes",
      "uwbench.metrics", "uwbench.selection", "uwbench.native", "uwbench.writing", "uwbench.tasks",
      "uwbench.models", "uwbench.analysis"},
     # study files, the trainer, MLflow

@@ -23,17 +23,13 @@ the report's runs frame (``runs.csv`` rows).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from uwbench import metrics
 from uwbench.axes import SEED_PARAM
 from uwbench.errors import UserError
-
-
-def _finite(v) -> bool:
-    return v is not None and not isinstance(v, str) and not (isinstance(v, float) and math.isnan(v))
+from uwbench.values import is_number
 
 
 def _objective(objective) -> metrics.Metric:
@@ -50,7 +46,7 @@ def _objective(objective) -> metrics.Metric:
 
 def best_trial(records: Iterable[Any], direction: str) -> Optional[Any]:
     """The best finished search trial by its objective value (ties: the earliest), or None."""
-    done = [r for r in records if r.role == "trial" and r.status == "finished" and _finite(r.value)]
+    done = [r for r in records if r.role == "trial" and r.status == "finished" and is_number(r.value)]
     if not done:
         return None
     sign = 1.0 if direction == "maximize" else -1.0
@@ -59,7 +55,7 @@ def best_trial(records: Iterable[Any], direction: str) -> Optional[Any]:
 
 def best_so_far(records: Iterable[Any], direction: str) -> Optional[Any]:
     """The finished run (trial or final) with the best objective value, for a progress line."""
-    rows = [r for r in records if r.status == "finished" and _finite(r.value)]
+    rows = [r for r in records if r.status == "finished" and is_number(r.value)]
     if not rows:
         return None
     sign = 1.0 if direction == "maximize" else -1.0
@@ -84,7 +80,7 @@ def dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[str])
 def pareto_front(points: Sequence[Optional[Sequence[float]]], directions: Sequence[str]) -> List[int]:
     """The indices of the non-dominated points, in order. A point with a missing or non-finite value
     takes no part; of equal points only the first is kept."""
-    valid = [i for i, p in enumerate(points) if p is not None and all(_finite(v) for v in p)]
+    valid = [i for i, p in enumerate(points) if p is not None and all(is_number(v) for v in p)]
     front: List[int] = []
     for i in valid:
         p = [float(v) for v in points[i]]
@@ -128,7 +124,7 @@ def best_point(points: Mapping[str, Sequence[Optional[float]]], measure: metrics
     the first key in sorted order; None when no point has a value."""
     best, best_mean = None, None
     for key in sorted(points):
-        vals = [float(v) for v in points[key] if _finite(v)]
+        vals = [float(v) for v in points[key] if is_number(v)]
         if not vals:
             continue
         mean = sum(vals) / len(vals)
@@ -141,9 +137,9 @@ def eval_value(record: Any, objective) -> Optional[float]:
     """A finished run's evaluation metric: its ``eval`` when recorded, else its objective value when the
     objective is an evaluation metric; None otherwise (a test value is never used to select)."""
     value = getattr(record, "eval", None)
-    if _finite(value):
+    if is_number(value):
         return float(value)
-    if _objective(objective).is_eval and _finite(record.value):
+    if _objective(objective).is_eval and is_number(record.value):
         return float(record.value)
     return None
 
@@ -166,7 +162,7 @@ def choose(mode: str, objective, records: Sequence[Any], directions: Optional[Se
     """The selection rule for one cell's records (see the module docstring). ``directions``: one per
     objective of a multi-objective study (its first objective is ``objective``)."""
     obj = _objective(objective)
-    finished = [r for r in records if r.role == "final" and r.status == "finished" and _finite(r.test)]
+    finished = [r for r in records if r.role == "final" and r.status == "finished" and is_number(r.test)]
     if mode == "tuned" and directions is not None and len(directions) > 1:
         front = pareto_trials(records, directions)
         best = best_trial(front, obj.direction)
@@ -203,7 +199,7 @@ def frame_points(done) -> "Any":
     if done["search_params"].map(lambda v: isinstance(v, str) and v not in ("", "{}")).any():
         return done["search_params"].map(lambda v: v if isinstance(v, str) else "")
     return done[["lr", "clip"]].apply(
-        lambda r: "|".join(format(float(v), ".6g") if _finite(v) else "" for v in r), axis=1)
+        lambda r: "|".join(format(float(v), ".6g") if is_number(v) else "" for v in r), axis=1)
 
 
 def choose_rows(done, measure: metrics.Measure):

@@ -51,11 +51,11 @@ import pandas as pd
 from uwbench import metrics, selection
 from uwbench.report import regime as regime_mod
 from uwbench.report import tables, verdicts
-from uwbench.report.formats import _isnum
 from uwbench.report.regime import Regime
 from uwbench.snapshot import Snapshot
 from uwbench.report.study import from_runs
 from uwbench.errors import UserError
+from uwbench.values import is_number, number_or_none
 
 REFERENCES = ("uniform", "regular")  # the writers every row is tested against, in the board's column order
 REFERENCE_LABEL = {"uniform": "UW", "regular": "regular writing"}
@@ -255,7 +255,7 @@ def updates_by_position(runs: pd.DataFrame) -> Dict[Position, int]:
     early): a profile's ``cell_set`` may give some columns a longer budget, for every row alike."""
     out: Dict[Position, int] = {}
     for task, t, d, steps in zip(runs["task"], runs["seq_len"], runs["memory_size"], runs["steps"]):
-        if _isnum(steps) and _isnum(t) and _isnum(d):
+        if is_number(steps) and is_number(t) and is_number(d):
             p = Position(str(task), int(t), int(d))
             out[p] = max(out.get(p, 0), int(steps))
     return out
@@ -314,17 +314,13 @@ def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure)
         if pos in rows[name].cells:
             raise UserError(f"row {name!r} has two cells at {pos.label} (T={pos.seq_len}, D={pos.memory_size}): "
                              f"{rows[name].cells[pos].cell} and {r['cell']}; give each group its own name")
-        rows[name].cells[pos] = Cell(r["cell"], pos, _num(r["mean"]), _num(r["std"]), int(r["n"]),
-                                     tuple(r["samples"]), _num(r["cpu100_mean"]), cell_regime(r, curves, measure))
+        rows[name].cells[pos] = Cell(r["cell"], pos, number_or_none(r["mean"]), number_or_none(r["std"]), int(r["n"]),
+                                     tuple(r["samples"]), number_or_none(r["cpu100_mean"]), cell_regime(r, curves, measure))
     labels = [r.label for r in rows.values()]
     for r in rows.values():  # two rows with one label (the same writer with other settings): say which
         if labels.count(r.label) > 1:
             r.label = f"{r.label} [{r.name}]"
     return rows
-
-
-def _num(v) -> Optional[float]:
-    return float(v) if _isnum(v) else None
 
 
 def cell_regime(r, curves: pd.DataFrame, measure: metrics.Measure) -> Regime:
@@ -340,7 +336,7 @@ def guess_loss(task: str, seq_len) -> Optional[float]:
     from uwbench.tasks.chance import chance_of
 
     try:
-        return chance_of(task, {"seq_len": int(seq_len)} if _isnum(seq_len) else {}).loss
+        return chance_of(task, {"seq_len": int(seq_len)} if is_number(seq_len) else {}).loss
     except Exception:  # noqa: BLE001 - a task whose data is not on this machine: no guessing level
         return None
 

@@ -14,7 +14,7 @@ from typing import List
 
 import pandas as pd
 
-from uwbench.report import tables
+from uwbench.values import is_number
 
 
 THREAD_COLUMNS = ("threads", "torch_threads")  # read when the snapshot records a thread count
@@ -103,7 +103,7 @@ def compute(runs: pd.DataFrame, curves: pd.DataFrame) -> Compute:
         if len(mine):
             updates = sorted({int(v) for v in mine.groupby("run_id")["step"].max()})
     done = finals[finals["status"] == "finished"]
-    seeds = sorted({int(s) for s in done["seed"] if tables._isnum(s)})
+    seeds = sorted({int(s) for s in done["seed"] if is_number(s)})
     per_cell = int(done.groupby("cell")["seed"].nunique().max()) if len(done) else 0
     return Compute(float(cpu_s.sum()) / 3600.0, gpu_h, len(runs), int(timed.sum()),
                    int((runs["role"] == "trial").sum()), len(finals), updates, seeds, per_cell, col is not None,

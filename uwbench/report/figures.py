@@ -25,9 +25,10 @@ import pandas as pd
 
 from uwbench import axes as run_axes
 from uwbench import atomic, metrics, selection
-from uwbench.report.tables import (OK, cap, _isnum, _writer_rank, label_flags, metric_info, model_label,
+from uwbench.report.tables import (OK, cap, _writer_rank, label_flags, metric_info, model_label,
                                    task_label)
 from uwbench.report.timing import time_reductions
+from uwbench.values import is_number
 
 DPI = 100
 LAMBDAS = (0.8, 0.9, 0.95, 0.99)
@@ -70,11 +71,11 @@ def _series_label(r, with_controller: bool, with_task: bool) -> str:
 
 
 def _varies(values) -> bool:
-    return len({str(v) for v in values if _isnum(v) or (isinstance(v, str) and v)}) > 1
+    return len({str(v) for v in values if is_number(v) or (isinstance(v, str) and v)}) > 1
 
 
 def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary[(summary["state"] == OK) & summary["compression_ratio"].map(_isnum)]
+    return summary[(summary["state"] == OK) & summary["compression_ratio"].map(is_number)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -151,10 +152,10 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
             s = s.sort_values("compression_ratio", kind="stable")
             x = np.full(len(s), float(i)) if single else s["compression_ratio"].to_numpy(dtype=float)
             y = s["mean"].to_numpy(dtype=float)
-            err = s["std"].map(lambda v: v if _isnum(v) else 0.0).to_numpy(dtype=float)
+            err = s["std"].map(lambda v: v if is_number(v) else 0.0).to_numpy(dtype=float)
             ax.errorbar(x, y, yerr=err, label=key, marker="o", capsize=3, color=colors[key], linewidth=1.5,
                         markersize=5)
-            paper = s["paper"].map(_isnum).to_numpy()
+            paper = s["paper"].map(is_number).to_numpy()
             if paper.any():  # the paper's values in the series' colour
                 any_paper = True
                 ax.scatter(x[paper], s["paper"].to_numpy(dtype=float)[paper], marker="x", color=colors[key], s=50,
@@ -206,7 +207,7 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
         s = red[red["_key"] == key].sort_values("memory_size", kind="stable")
         ax.plot(s["memory_size"].to_numpy(dtype=float), s["reduction"].to_numpy(dtype=float), marker="o",
                 label=key, color=color)
-        pts = [(d, paper[c]) for d, c in zip(s["memory_size"], s["cell"]) if _isnum(paper.get(c))]
+        pts = [(d, paper[c]) for d, c in zip(s["memory_size"], s["cell"]) if is_number(paper.get(c))]
         if pts:  # the paper's reductions (Fig. 2 b, d) in the series' colour
             any_paper = True
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=color, s=50, zorder=3)
@@ -249,7 +250,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     mention = label_flags(summary)["mention"]  # the controller, cache size L, ... where they tell cells apart
     for ax, (task, T) in zip(axes, panels):
-        part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if _isnum(T) else cells[cells["task"] == task]
+        part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if is_number(T) else cells[cells["task"] == task]
         with_mem = _varies(part["memory_size"])
         colors = _colors(len(part))
         for color, (_, r) in zip(colors, part.iterrows()):
@@ -259,7 +260,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
             values = table.to_numpy(dtype=float) * info["scale"]
             mean = np.nanmean(values, axis=1)
             label = model_label(r, mention) + (
-                f", {run_axes.label('memory_size', int(r['memory_size']))}" if with_mem and _isnum(r["memory_size"])
+                f", {run_axes.label('memory_size', int(r['memory_size']))}" if with_mem and is_number(r["memory_size"])
                 else "")
             ax.plot(steps, mean, label=f"{label} (n={table.shape[1]})", color=color, linewidth=1.5)
             if table.shape[1] > 1:
@@ -267,7 +268,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
                 ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
         ax.set_xlabel("parameter updates")
         ax.set_ylabel(info["name"].replace("test", "eval") + (f" ({info['unit']})" if info["unit"] else ""))
-        ax.set_title(f"{task_label(task)}" + (f", T={int(T)}" if _isnum(T) else ""))
+        ax.set_title(f"{task_label(task)}" + (f", T={int(T)}" if is_number(T) else ""))
         ax.legend(loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
@@ -430,7 +431,7 @@ def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
     from uwbench.theory import compression_ratio, g_lambda
 
     rows = _memory_rows(summary)
-    rows = rows[rows["mean"].map(_isnum)]
+    rows = rows[rows["mean"].map(is_number)]
     if len(rows) == 0:
         return None
     fig = new_figure(6.4, 4.4)
@@ -450,7 +451,7 @@ def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
     for key, color in zip(keys, _colors(len(keys))):
         s = rows[[_series_label(r, with_ctrl, with_task) == key for _, r in rows.iterrows()]]
         s = s.sort_values("compression_ratio", kind="stable")
-        err = s["std"].map(lambda v: v / 100.0 if _isnum(v) else 0.0).to_numpy(dtype=float)
+        err = s["std"].map(lambda v: v / 100.0 if is_number(v) else 0.0).to_numpy(dtype=float)
         ax.errorbar(s["compression_ratio"].to_numpy(dtype=float), s["mean"].to_numpy(dtype=float) / 100.0,
                     yerr=err, marker="o", linestyle="none", capsize=3, color=color, label=f"measured: {key}")
     ax.set_xlim(0.0, xmax)
@@ -471,9 +472,9 @@ def _traced_cell(r) -> str:
     model too: a study with the DNC and the NTM has a trace figure of each at the same task, T and D)."""
     model = str(r["model"]) if isinstance(r["model"], str) and r["model"] else ""
     parts = ([run_axes.get("model").display.get(model, model.upper())] if model else []) + [task_label(r["task"])]
-    if _isnum(r["seq_len"]):
+    if is_number(r["seq_len"]):
         parts.append(run_axes.label("seq_len", int(r["seq_len"])))
-    if _isnum(r["memory_size"]):
+    if is_number(r["memory_size"]):
         parts.append(run_axes.label("memory_size", int(r["memory_size"])))
     return ", ".join(parts) + " (one test sequence)"
 
@@ -489,18 +490,18 @@ def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str
     cost's mean, y = the measure's mean in report units; colour = writer, marker area and label = (D+1)/T;
     filled markers and a step line for the Pareto-optimal points, hollow ones for the dominated."""
     info = metric_info(metric)
-    rows = points[points[x_column].map(_isnum) & points[y_column].map(_isnum)]
+    rows = points[points[x_column].map(is_number) & points[y_column].map(is_number)]
     if len(rows) == 0:
         return None
     fig = new_figure(7.0, 4.8)
     ax = fig.subplots()
     writers = sorted(set(rows["writer"].fillna("none")), key=_writer_rank)
     colors = dict(zip(writers, _colors(len(writers))))
-    ratios = rows["compression_ratio"].map(lambda v: float(v) if _isnum(v) else float("nan"))
+    ratios = rows["compression_ratio"].map(lambda v: float(v) if is_number(v) else float("nan"))
     top = float(np.nanmax(ratios.to_numpy())) if ratios.notna().any() else 1.0
     for writer in writers:
         part = rows[rows["writer"].fillna("none") == writer]
-        size = [30.0 + 170.0 * (float(v) / top if _isnum(v) and top > 0 else 0.5) for v in part["compression_ratio"]]
+        size = [30.0 + 170.0 * (float(v) / top if is_number(v) and top > 0 else 0.5) for v in part["compression_ratio"]]
         x = part[x_column].to_numpy(dtype=float)
         y = part[y_column].to_numpy(dtype=float) * info["scale"]
         on = part["pareto"].to_numpy(dtype=bool)
@@ -510,7 +511,7 @@ def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str
         ax.scatter(x[~on], y[~on], s=np.asarray(size)[~on], facecolor="none", edgecolor=colors[writer],
                    linewidth=1.0, zorder=2, label=None if on.any() else name)
         for xi, yi, r in zip(x, y, part["compression_ratio"]):
-            if _isnum(r):
+            if is_number(r):
                 ax.annotate(f"{float(r):.2f}", (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=7)
     front = rows[rows["pareto"]].sort_values(x_column, kind="stable")
     if len(front) > 1:

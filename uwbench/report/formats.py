@@ -3,14 +3,11 @@ the number and name formats they share (no tabulate, no Styler: the text is ours
 library versions; the HTML page is the Markdown rendered, ``uwbench.report.page``). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, List, Tuple
 
-
-def _isnum(v) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v)) and not isinstance(v, str)
+from uwbench.values import is_number
 
 
 def slug(text: str) -> str:
@@ -39,7 +36,7 @@ class Table:
 
 def fmt(v, decimals: int = 1, sign: bool = False) -> str:
     """Fixed decimals; '+' on non-zero values when ``sign``; never '-0.0'; '' for a missing value."""
-    if not _isnum(v):
+    if not is_number(v):
         return ""
     x = float(f"{float(v):.{decimals}f}")
     if x == 0:

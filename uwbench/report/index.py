@@ -21,6 +21,7 @@ from uwbench.snapshot import Snapshot
 from uwbench.report.study import StudyView, from_runs
 from uwbench.report.study import load as load_study
 from uwbench.errors import UserError
+from uwbench.values import is_number
 
 
 
@@ -79,8 +80,8 @@ def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[
     n_run = int((summary["state"] == tables.OK).sum())
     profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p)})
     cells = f"{n_run}/{len(summary)}" + (f" ({', '.join(profiles)})" if profiles else "")
-    steps = [int(v) for v in summary["steps"] if tables._isnum(v)]
-    paper = [int(v) for v in summary["paper_steps"] if tables._isnum(v)]
+    steps = [int(v) for v in summary["steps"] if is_number(v)]
+    paper = [int(v) for v in summary["paper_steps"] if is_number(v)]
     return {"id": view.id, "title": view.title, "headline": headline(summary, view.metric),
             "cells": cells, "status": tables.study_status(summary), "claims": claim_summary(os.path.join(root, view.id)),
             "link": f"{view.id}/README.md", "untested": untested_claims(os.path.join(root, view.id)),

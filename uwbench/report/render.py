@@ -35,6 +35,7 @@ from uwbench.report.study import StudyView, find_study_file, from_runs, runs_ove
 from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
 from uwbench.errors import UserError
+from uwbench.values import is_number
 
 GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")  # the kinds of file a report folder holds
 # The names ``build_report`` gives its files: only these (and the figures the folder's previous README showed)
@@ -330,13 +331,13 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     dec = info["decimals"]
     unit = info["unit"]
     done = summary[summary["state"] == tables.OK]
-    compared = done[done["paper"].map(tables._isnum)]
+    compared = done[done["paper"].map(is_number)]
     pick = compared if len(compared) else done
     parts = []
     for _, r in pick.head(MAX_HEADLINE).iterrows():
         name = f"{tables.model_label(r)} {tables.column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
         text = f"{name}: {formats.fmt(r['mean'], dec)}{unit}"
-        if tables._isnum(r["paper"]):
+        if is_number(r["paper"]):
             text += f" (paper {formats.fmt(r['paper'], dec)}{unit})"
         parts.append(text)
     more = len(pick) - MAX_HEADLINE

@@ -33,6 +33,7 @@ from uwbench.report import formats, search_figures, tables
 from uwbench.snapshot import format_value
 from uwbench.report.study import StudyView
 from uwbench.errors import UserError
+from uwbench.values import is_number
 
 MIN_TRIALS = 2  # finished trials a cell needs for importance and figures
 IMPORTANCE_SEED = 0
@@ -219,7 +220,7 @@ def trials_from_runs(rows: pd.DataFrame, objective: Objective) -> List[SearchTri
     """The finished trials of one cell from its snapshot rows, in trial-number order."""
     out = []
     for r in rows.to_dict("records"):
-        number = int(r["trial_number"]) if tables._isnum(r.get("trial_number")) else -1
+        number = int(r["trial_number"]) if is_number(r.get("trial_number")) else -1
         out.append((number, str(r.get("run_id") or ""),
                     SearchTrial(number=number, params=_params_of_row(r), value=canonical_value(r[objective.column]))))
     return [t for _, _, t in sorted(out, key=lambda x: (x[0], x[1]))]

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from uwbench import axes, metrics
 from uwbench.errors import UserError
+from uwbench.values import present
 
 # Default tolerances (in the metric's report units): accuracy in percentage points, MSE relative.
 DEFAULT_TOLERANCE = {"accuracy": 5.0, "mse": 0.25}
@@ -106,20 +107,12 @@ def from_runs(study_id: str, runs) -> StudyView:
     if len(runs):
         for cell_id, g in runs.groupby("cell", sort=True):
             first = g.iloc[0]
-            values = {k: first[k] for k in axes.cell_names() if k in g.columns and _present(first[k])}
+            values = {k: first[k] for k in axes.cell_names() if k in g.columns and present(first[k])}
             cells.append(CellView(id=str(cell_id), axes=values))
     from uwbench.selection import frame_measure
 
     metric = frame_measure(runs).name
     return StudyView(id=study_id, title=study_id, cells=cells, metric=metric)
-
-
-def _present(v) -> bool:
-    if v is None:
-        return False
-    if isinstance(v, float) and math.isnan(v):
-        return False
-    return v != ""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from uwbench import axes, metrics, selection
-from uwbench.report.formats import Table, _isnum, fmt
+from uwbench.report.formats import Table, fmt
 from uwbench.report.study import StudyView
+from uwbench.values import is_number
 
 REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduction is reported
 
@@ -36,7 +37,7 @@ NO_PAPER = "no paper value"
 
 
 def _int(v) -> Optional[int]:
-    return int(v) if _isnum(v) else None
+    return int(v) if is_number(v) else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -62,7 +63,7 @@ def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float],
         return ""
     if paper_steps is not None and (steps is None or steps < paper_steps):
         return REDUCED
-    noise = 2.0 * std if _isnum(std) else 0.0
+    noise = 2.0 * std if is_number(std) else 0.0
     if metrics.measure(metric).relative:
         floor, limit = 0.05 * abs(paper), tol * abs(paper)
     else:
@@ -117,7 +118,7 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
                   else np.array([]))  # a snapshot from before the column: no CPU figure
         cpu100 = cpu100[~np.isnan(cpu100)]
         cell_axes = _axis_row(axes_)
-        steps = [int(v) for v in done["steps"] if _isnum(v)] if "steps" in done.columns else []
+        steps = [int(v) for v in done["steps"] if is_number(v)] if "steps" in done.columns else []
         paper_steps = spec_cell.paper_steps if spec_cell else None
         rows.append({
             "cell": cell_id, "in_spec": spec_cell is not None, **cell_axes,
@@ -150,7 +151,7 @@ def _axis_row(values: Mapping[str, Any]) -> Dict[str, Any]:
         if kind is int:
             row[name] = _int(v)
         elif kind is float:
-            row[name] = float(v) if _isnum(v) else None
+            row[name] = float(v) if is_number(v) else None
         else:
             row[name] = v if v is not None else ""
     row["writer"] = row.get("writer") or axes.NONE
@@ -184,7 +185,7 @@ def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.D
 
 
 def _unique(series: pd.Series):
-    vals = sorted({float(v) for v in series if _isnum(v)})
+    vals = sorted({float(v) for v in series if is_number(v)})
     if not vals:
         return None
     return vals[0] if len(vals) == 1 else "mixed"
@@ -234,7 +235,7 @@ def column_label(row, names: Sequence[str]) -> str:
     for a in names:
         if a == "task":
             parts.append(task_label(row["task"]))
-        elif a in ("seq_len", "memory_size") and _isnum(row[a]):
+        elif a in ("seq_len", "memory_size") and is_number(row[a]):
             parts.append(axes.label(a, int(row[a])))
     return " ".join(parts)
 
@@ -267,7 +268,7 @@ def _needs_in_order(frame: pd.DataFrame, keys: List[str]) -> set:
 
 
 def _varies(frame: pd.DataFrame, col: str) -> bool:
-    vals = {v for v in frame[col] if _isnum(v) or (isinstance(v, str) and v)}
+    vals = {v for v in frame[col] if is_number(v) or (isinstance(v, str) and v)}
     return len(vals) > 1
 
 
@@ -287,7 +288,7 @@ def _writer_rank(w) -> int:
 
 
 def _sort_value(v):
-    return (0, float(v)) if _isnum(v) else (1, 0.0)
+    return (0, float(v)) if is_number(v) else (1, 0.0)
 
 
 def ours_text(row, decimals: int) -> str:
@@ -300,7 +301,7 @@ def ours_text(row, decimals: int) -> str:
         return f"failed (0/{row['n_failed']})"
     n = int(row["n"])
     text = fmt(row["mean"], decimals)
-    if _isnum(row["std"]):
+    if is_number(row["std"]):
         text += f" ± {fmt(row['std'], decimals)}"
     note = f"n={n}" + (f", {int(row['n_failed'])} failed" if row["n_failed"] else "")
     return f"{text} ({note})"
@@ -342,7 +343,7 @@ def _size_cells(entry, has_hidden: bool, has_params: bool) -> Tuple[List[str], L
     for col, shown, sep in (("hidden_size", has_hidden, "{:d}"), ("num_parameters", has_params, "{:,}")):
         if not shown:
             continue
-        vals = sorted({int(r[col]) for r in entry["rows"].values() if _isnum(r[col])})
+        vals = sorted({int(r[col]) for r in entry["rows"].values() if is_number(r[col])})
         row.append("–".join(sep.format(v) for v in (vals[0], vals[-1])) if len(vals) > 1
                    else (sep.format(vals[0]) if vals else ""))
         crow.append(vals[0] if len(vals) == 1 else "")
@@ -372,8 +373,8 @@ def _paper_block(controller: str, block: pd.DataFrame, info: Mapping[str, Any]) 
     if groups == [""]:
         groups = [f"{cap(info['name'])}" + (f" ({info['unit']})" if info["unit"] else "")]
     labels, order = _block_rows(block, block_axes, mention, groups)
-    has_hidden = any(_isnum(r["hidden_size"]) for _, r in block.iterrows())
-    has_params = any(_isnum(r["num_parameters"]) for _, r in block.iterrows())
+    has_hidden = any(is_number(r["hidden_size"]) for _, r in block.iterrows())
+    has_params = any(is_number(r["num_parameters"]) for _, r in block.iterrows())
     head = ["Model"] + (["N_h"] if has_hidden else []) + (["# params"] if has_params else [])
     columns, csv_columns = list(head), list(head)
     for g in groups:
@@ -411,7 +412,7 @@ def _block_axes(block: pd.DataFrame) -> Tuple[List[str], bool]:
     axes = [a for a in ("task", "seq_len") if _varies(block, a)]
     if not _needs(block, "memory_size", ["model", "writer"] + axes):
         return axes, False
-    mem = block[block["memory_size"].map(_isnum)]
+    mem = block[block["memory_size"].map(is_number)]
     sets = {key: frozenset(g["memory_size"]) for key, g in
             mem.groupby([mem["model"].astype(str), mem["writer"].astype(str)], sort=False)}
     if len(set(sets.values())) == 1:
@@ -420,11 +421,11 @@ def _block_axes(block: pd.DataFrame) -> Tuple[List[str], bool]:
 
 
 def _isnum_or_str(v) -> bool:
-    return _isnum(v) or (isinstance(v, str) and bool(v))
+    return is_number(v) or (isinstance(v, str) and bool(v))
 
 
 def _round(v, digits: int = 6):
-    return round(float(v), digits) if _isnum(v) else ""
+    return round(float(v), digits) if is_number(v) else ""
 
 
 def cells_table(summary: pd.DataFrame, study: StudyView) -> Table:
@@ -455,20 +456,20 @@ def _csv(v):
 
 
 def _itext(v) -> str:
-    return str(int(v)) if _isnum(v) else ""
+    return str(int(v)) if is_number(v) else ""
 
 
 def _gtext(v) -> str:
     if isinstance(v, str):
         return v
-    return f"{float(v):.3g}" if _isnum(v) else ""
+    return f"{float(v):.3g}" if is_number(v) else ""
 
 
 def _time_text(r) -> str:
-    if not _isnum(r["sec100_mean"]):
+    if not is_number(r["sec100_mean"]):
         return ""
     text = f"{r['sec100_mean']:.2f}"
-    if _isnum(r["sec100_std"]):
+    if is_number(r["sec100_std"]):
         text += f" ± {r['sec100_std']:.2f}"
     return text
 

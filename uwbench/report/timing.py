@@ -6,9 +6,10 @@ from typing import List, Optional
 
 import pandas as pd
 
-from uwbench.report.formats import Table, _isnum, fmt
+from uwbench.report.formats import Table, fmt
 from uwbench.report.tables import (REDUCED_WRITERS, _csv, _itext, _round, _time_text, label_flags, model_label,
                                    task_label)
+from uwbench.values import is_number
 
 
 def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
@@ -17,15 +18,15 @@ def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
     where both sides recorded them (steady on a shared machine), else on wall seconds (``basis``)."""
     keys = ["model", "controller", "task", "seq_len", "memory_size"]
     regular = {tuple(str(r[k]) for k in keys): r for _, r in summary.iterrows()
-               if r["writer"] == "regular" and _isnum(r["sec100_mean"])}
+               if r["writer"] == "regular" and is_number(r["sec100_mean"])}
     rows = []
     for _, r in summary.iterrows():
-        if r["writer"] not in REDUCED_WRITERS or not _isnum(r["sec100_mean"]):
+        if r["writer"] not in REDUCED_WRITERS or not is_number(r["sec100_mean"]):
             continue
         twin = regular.get(tuple(str(r[k]) for k in keys))
         if twin is None:
             continue
-        cpu = _isnum(r["cpu100_mean"]) and _isnum(twin["cpu100_mean"])
+        cpu = is_number(r["cpu100_mean"]) and is_number(twin["cpu100_mean"])
         t, t_reg = (r["cpu100_mean"], twin["cpu100_mean"]) if cpu else (r["sec100_mean"], twin["sec100_mean"])
         rows.append({"cell": r["cell"], "regular_cell": twin["cell"], "model": r["model"],
                      "controller": r["controller"], "writer": r["writer"], "task": r["task"],
@@ -61,7 +62,7 @@ def training_note(runs: pd.DataFrame) -> Optional[str]:
     if "population_size" not in runs.columns or not len(runs):
         return None
     final = runs[(runs["role"] == "final") & (runs["status"] == "finished")]
-    together = final["population_size"][final["population_size"].map(_isnum)]
+    together = final["population_size"][final["population_size"].map(is_number)]
     if len(together) == 0:
         return None
     sizes = together.astype(int).value_counts().sort_index()
@@ -81,12 +82,12 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
     """Seconds per 100 updates (training only, evaluation excluded) per cell, and the reduction of
     uniform and cached-uniform writing against regular writing. ``runs``: the report's runs, for the note on
     populations (``training_note``)."""
-    timed = summary[summary["sec100_mean"].map(_isnum)]
+    timed = summary[summary["sec100_mean"].map(is_number)]
     if len(timed) == 0:
         return None
     red = {r["cell"]: r for _, r in time_reductions(summary).iterrows()}
-    has_paper = timed["paper_time_reduction"].map(_isnum).any()
-    has_cpu = timed["cpu100_mean"].map(_isnum).any()  # snapshots from before the CPU column have none
+    has_paper = timed["paper_time_reduction"].map(is_number).any()
+    has_cpu = timed["cpu100_mean"].map(is_number).any()  # snapshots from before the CPU column have none
     columns = ["Model", "Task", "T", "D", "s / 100 updates"] + (["CPU s / 100"] if has_cpu else [])
     # the regular twin's time on the basis its reduction is computed on: CPU seconds where both sides have them
     regular_column = "regular writing's CPU s / 100" if has_cpu else "vs regular (s / 100)"

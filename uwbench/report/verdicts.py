@@ -45,6 +45,7 @@ from uwbench.report.compute import Compute, compute
 from uwbench.report.regime import Regime
 from uwbench.snapshot import to_csv_text
 from uwbench.report.study import StudyView
+from uwbench.values import is_number, number_or_none
 
 YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable at this budget"
 # A significant difference at the paper's own budget with a side whose curve has not converged: the
@@ -82,8 +83,8 @@ def orderings(blocks: Sequence[formats.Table]) -> List[Ordering]:
                 continue
             group = name[:-5]
             j = cols.index(f"{group} paper")
-            pairs = [(r[i], r[j]) for r in t.csv_rows if tables._isnum(r[i]) and tables._isnum(r[j])]
-            if not any(tables._isnum(r[j]) for r in t.csv_rows):
+            pairs = [(r[i], r[j]) for r in t.csv_rows if is_number(r[i]) and is_number(r[j])]
+            if not any(is_number(r[j]) for r in t.csv_rows):
                 continue  # no paper values in this column: nothing to rank against
             tau = stats.kendall([a for a, _ in pairs], [b for _, b in pairs])
             out.append(Ordering(table=t.title, column=group, n=len(pairs), tau=tau.tau, p=tau.p))
@@ -200,12 +201,8 @@ def _value(row, measure: str, label: str, regimes: Mapping[str, Regime]) -> Valu
     if measure == "time":
         samples = tuple(row["cpu_samples"]) or tuple(row["wall_samples"])
         return _from_samples(samples, label + (" (CPU)" if row["cpu_samples"] else " (wall)"),
-                             wall=_num(row["sec100_mean"]) if row["cpu_samples"] else None)
+                             wall=number_or_none(row["sec100_mean"]) if row["cpu_samples"] else None)
     return _from_samples(tuple(row["samples"]), label, regime=regimes.get(row["cell"]))
-
-
-def _num(v) -> Optional[float]:
-    return float(v) if tables._isnum(v) else None
 
 
 def _from_samples(samples: Tuple[float, ...], label: str, **kw) -> Value:
@@ -269,7 +266,7 @@ def _window_comparisons(claim: Claim, winners, losers, flags, higher_better: boo
     series: Dict[tuple, List[tuple]] = {}
     for w in winners:
         twin = twins.get(tuple(str(w[a]) for a in TWIN_AXES))
-        ratio = _num(w["compression_ratio"])
+        ratio = number_or_none(w["compression_ratio"])
         if twin is None or ratio is None or not w["samples"] or not twin["samples"]:
             continue
         gains = _gains(w, twin, sign)

@@ -24,7 +24,6 @@ search trials, which a snapshot holds only in part).
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -34,6 +33,7 @@ from uwbench.spec import Plan
 from uwbench.snapshot import RESTORED_RUN_ID, RESTORED_TRACE
 from uwbench.sweeps import common, locks, planning
 from uwbench.sweeps.planning import Context
+from uwbench.values import present
 
 RESTORED_FROM = "restored_from"  # tag: the snapshot folder a restored run came from
 COMPARED_AWAY = ("run_id",)  # the one column a restored run may not keep
@@ -59,10 +59,6 @@ class Restored:
         return out + [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
 
 
-def _present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
-
-
 def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str, int]]:
     """The snapshot rows that are finished final runs of ``plan``'s run set, and the others counted by why."""
     kept, left = [], {}
@@ -79,9 +75,9 @@ def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str,
             leave(f"with status {row.get('status')!r} (only finished runs are restored)")
         elif row.get("spec_hash") != plan.spec_hash or row.get("profile") != plan.profile:
             leave(f"of another run set (profile {row.get('profile')}, spec hash {row.get('spec_hash')})")
-        elif (row["backend"] if _present(row.get("backend")) else "optuna") != backend:
+        elif (row["backend"] if present(row.get("backend")) else "optuna") != backend:
             leave(f"swept with the {row.get('backend')} backend")
-        elif (row.get("overrides") if _present(row.get("overrides")) else "") != wanted_overrides:
+        elif (row.get("overrides") if present(row.get("overrides")) else "") != wanted_overrides:
             leave("made with other --set values")
         elif row.get("cell") not in cells:
             leave("of cells not planned (--cells)")
@@ -93,7 +89,7 @@ def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str,
 def _job_for(plan: Plan, row: Mapping) -> planning.FinalJob:
     """The planned final job the row is a run of (by seed and grid point)."""
     seed = int(row["seed"])
-    grid = json.loads(row["search_params"]) if _present(row.get("search_params")) else {}
+    grid = json.loads(row["search_params"]) if present(row.get("search_params")) else {}
     for job in planning.final_jobs(plan, row["cell"], []):
         if job.seed == seed and {k: v for k, v in job.params.items() if k != axes.SEED_PARAM} == grid:
             return job
@@ -107,7 +103,7 @@ def _tags(ctx: Context, job: common.Job, row: Mapping, folder: str, resolved) ->
     tags = common.child_tags(job, resolved)
     metric_cols = set(snap_mod.METRIC_COLUMNS)
     for col in snap_mod.all_columns():  # the snapshot's own values win: they are what the run recorded
-        if col in metric_cols or col in COMPARED_AWAY or not _present(row.get(col)):
+        if col in metric_cols or col in COMPARED_AWAY or not present(row.get(col)):
             continue
         value = row[col]
         if col in snap_mod.int_columns() and isinstance(value, float):
@@ -140,8 +136,8 @@ def _write_run(ctx: Context, job: common.Job, row: Mapping, snap, folder: str) -
         curves = snap.curves[snap.curves["run_id"] == row["run_id"]] if len(snap.curves) else snap.curves
         if len(curves):
             _log_curves(run, curves)
-        last = int(row["steps"]) if _present(row.get("steps")) else 0
-        run.log_metrics({c: row[c] for c in snap_mod.METRIC_COLUMNS if _present(row.get(c))}, last)
+        last = int(row["steps"]) if present(row.get("steps")) else 0
+        run.log_metrics({c: row[c] for c in snap_mod.METRIC_COLUMNS if present(row.get(c))}, last)
         t = snap.traces_frame
         trace = t[t["run_id"] == row["run_id"]].to_dict("records") if len(t) else []
         if trace:
@@ -207,7 +203,7 @@ def _check_round_trip(plan: Plan, row: Mapping, snap, run_id: str, uri: str) -> 
 
 
 def _blank(value):
-    return None if not _present(value) else value
+    return None if not present(value) else value
 
 
 def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str] = None,
@@ -269,9 +265,9 @@ def objective_of(plan: Plan, row: Mapping) -> Tuple[float, Optional[float], Opti
     """(objective value, test value, best evaluation value) of a snapshot row, as a finished trial records them."""
     objective = plan.objective.as_metric
     value = row.get(plan.objective.run_metric)
-    if not _present(value):
+    if not present(value):
         raise RestoreError(f"snapshot run {row['run_id']} has no {plan.objective.run_metric}: it cannot be told to "
                            "Optuna as finished")
     test, best = row.get(objective.at("test").key), row.get(objective.at("best_eval").key)
-    return float(value), (float(test) if _present(test) else None), (float(best) if _present(best) else None)
+    return float(value), (float(test) if present(test) else None), (float(best) if present(best) else None)
 
