@@ -270,3 +270,24 @@ def wait_until_answering(proc, url: str, timeout_s: float, what: str) -> None:
             stop_process_group(proc.pid, grace_s=1, leader=proc)
             pytest.fail(f"{what} did not answer at {url} (exit {proc.poll()})")
         time.sleep(0.5)
+
+
+# Debian's chromium, where installed (.ci/run installs it): the tests that look at pages as a person would
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+
+
+def run_chromium(tmp_path, *args: str, timeout_s: float = 60, what: str = "the page"):
+    """Headless chromium with its own profile and HOME under ``tmp_path`` and ``args`` (e.g. ``--dump-dom``
+    and a URL); returns (stdout, stderr) as bytes, or fails the test naming ``what`` if it does not end in
+    ``timeout_s``."""
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "HOME": str(tmp_path)}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_process_group(proc.pid, grace_s=1, leader=proc)
+        pytest.fail(f"chromium did not finish {what} in {timeout_s:g} s")
+    return out, err, proc.returncode

@@ -7,19 +7,17 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from typing import List
 
 import pytest
 
+from conftest import CHROMIUM, run_chromium
 from uwbench.report import compare, page
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = sorted(glob.glob(os.path.join(ROOT, "reports", "*", "report.html"))
                + glob.glob(os.path.join(ROOT, "reports", "*", "board.html")))
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 RAW = ("`", "](", "**")  # Markdown that a rendered page's text never shows
 BLOCKS = ("p", "table")  # a list item may repeat (the same note under two cells); these may not
 LITERAL = ("code", "pre", "script", "style", "title")  # text shown as written: Markdown may be in it
@@ -137,17 +135,7 @@ def test_a_figure_of_the_folder_is_embedded(tmp_path):
 def test_a_committed_page_as_chromium_renders_it(tmp_path):
     """The DOM chromium builds from a committed report page: the same checks, and its tables and figures."""
     path = os.path.join(ROOT, "reports", "table1_memorization", "report.html")
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"file://{path}"]
-    env = {**os.environ, "HOME": str(tmp_path)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.communicate()
-        pytest.fail("chromium did not dump the page in 60 s")
+    out, err, _ = run_chromium(tmp_path, "--dump-dom", f"file://{path}", timeout_s=60, what="dumping the page")
     dom = out.decode("utf-8", errors="replace")
     assert "<table" in dom, f"no table in chromium's DOM; it said: {err.decode(errors='replace')[-2000:]}"
     found = problems(dom)

@@ -9,7 +9,6 @@ import filecmp
 import io
 import os
 import shutil
-import subprocess
 
 import pandas as pd
 import pytest
@@ -17,13 +16,13 @@ import yaml
 
 from uwbench import snapshot
 from uwbench.report import figures, formats, index, render, study, tables, timing
+from conftest import CHROMIUM, run_chromium
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
 EXPECTED = os.path.join(HERE, "fixtures", "expected", "fixture_copy")
 TINY_STUDY = os.path.join(FIXTURE, "studies", "report_tiny.yaml")
 GOLDEN = ("accuracy.md", "accuracy.csv", "accuracy.tex", "time.md", "time.csv", "time.tex", "cells.csv")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 
 
 def fixture_view():
@@ -371,18 +370,8 @@ def test_html_page_renders_in_headless_chromium(fixture_report, tmp_path):
 
     shot = tmp_path / "shot.png"
     page = os.path.join(fixture_report.folder, "report.html")
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-           "--window-size=1200,900", "--hide-scrollbars", f"file://{page}"]
-    env = {**os.environ, "HOME": str(tmp_path)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=50)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.communicate()
-        pytest.fail("chromium did not finish the screenshot in 50 s")
+    out, err, _ = run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", "--hide-scrollbars",
+                               f"file://{page}", timeout_s=50, what="the screenshot")
     assert shot.exists(), f"no screenshot; chromium said: {err.decode(errors='replace')[-2000:]}"
     img = Image.open(shot).convert("RGB")
     assert img.size == (1200, 900)

@@ -10,7 +10,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,12 +17,11 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, stop_process_group, wait_until_answering
+from conftest import CHROMIUM, free_port, run_chromium, stop_process_group, wait_until_answering
 from uwbench.tracking import ui
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 ML = "workflowType=machine_learning"
 
 
@@ -151,18 +149,9 @@ def _chromium(url: str, tmp_path, screenshot=None) -> str:
     """The DOM of ``url`` after its scripts ran (virtual time), as headless Chromium sees it; with
     ``screenshot`` (a path) also a 1600x1000 screenshot."""
     shot = ["--screenshot=" + str(screenshot), "--hide-scrollbars"] if screenshot else []
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=20000",
-           "--window-size=1600,1000", "--dump-dom", *shot, url]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HOME": str(tmp_path)},
-                            start_new_session=True)
-    try:
-        dom, err = proc.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        stop_process_group(proc.pid, grace_s=1, leader=proc)
-        pytest.fail(f"chromium did not finish {url} in 90 s")
-    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+    dom, err, code = run_chromium(tmp_path, "--virtual-time-budget=20000", "--window-size=1600,1000", "--dump-dom",
+                                  *shot, url, timeout_s=90, what=url)
+    assert code == 0, err.decode(errors="replace")[-2000:]
     return dom.decode("utf-8", errors="replace")
 
 
