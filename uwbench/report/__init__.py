@@ -4,8 +4,10 @@
 from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index
 ``reports/README.md``. Modules: ``study`` (the spec as the report sees it), ``tables``, ``figures``,
 ``traces`` (memory traces from checkpoints), ``verdicts`` (the paper's claims and orderings checked),
-``search`` (search analysis of tuned studies), ``render`` (files, README, HTML), ``index`` and
-``readme_block`` (the reports' index and the README's results block).
+``search`` (search analysis of tuned studies), ``timing`` (the time tables), ``protocols`` (other run sets
+beside this one), ``render`` (the files and README.md), ``page`` (report.html: README.md rendered by
+markdown-it-py), ``index`` and ``readme_block`` (the reports' index and the README's results block). A present
+number is ``uwbench.values.is_number``.
 
 Layers: a report is computed from a snapshot (``uwbench.snapshot``, below); its search analysis reads the
 Optuna storage a sweep kept (``uwbench.sweeps``, below); the leaderboard (``uwbench.leaderboard``) is above
