@@ -194,3 +194,20 @@ def test_one_list_of_config_sections():
     with pytest.raises(ValueError, match="section one of task, model, train"):
         axes.Axis("bad_axis", "optim.lr", float)
     assert all(config.KEY_PATTERN.match(path) for path in axes.param_paths().values())
+
+
+def test_task_and_writer_configs_check_the_bounds_in_their_annotations():
+    """SyntheticConfig's and RandomConfig's rules are their fields' annotations, checked by pydantic on a
+    config built from settings and on one made directly, with the one message form."""
+    from uwbench.writing.random import RandomConfig
+
+    with pytest.raises(ConfigError, match="`write_prob <= 1` must hold, got 2.0"):
+        RandomConfig(write_prob=2)
+    with pytest.raises(ConfigError, match="`write_prob > 0` must hold, got 0.0"):
+        build(RandomConfig, {"write_prob": "0"}, "model")
+    with pytest.raises(ConfigError, match="task: `vocab_size >= 3` must hold, got 2"):
+        build(SyntheticConfig, {"vocab_size": "2"}, "task")
+    with pytest.raises(ConfigError, match="`2 <= seq_len_min <= seq_len` must hold"):
+        SyntheticConfig(seq_len=5, seq_len_min=9)
+    assert RandomConfig(write_prob="0.5").write_prob == 0.5 and RandomConfig().write_prob is None
+    assert SyntheticConfig(test_size="3").test_size == 3

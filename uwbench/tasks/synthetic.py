@@ -8,11 +8,13 @@ One T per batch, optionally drawn from [seq_len_min, seq_len] per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional
+from typing import Annotated, Callable, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
+from uwbench.config import ConfigError, check
 from uwbench.registry import TASKS
 from uwbench.tasks.base import Batch, ClassificationTask
 
@@ -25,24 +27,19 @@ class SyntheticConfig:
     # authors' first commit and the paper's synthetic runs; a run's `model.decoder_write` overrides it.
     DECODER_WRITE: ClassVar[bool] = False
 
-    seq_len: int = 50  # T, the number of input tokens (the encoder reads T+1 steps)
+    seq_len: Annotated[int, Field(ge=2)] = 50  # T, the number of input tokens (the encoder reads T+1 steps)
     seq_len_min: Optional[int] = None  # if set, T ~ U{seq_len_min..seq_len} once per batch
-    vocab_size: int = 10  # V: tokens 1..V-1 plus the end marker 0 (docs/reference.md §2.1)
-    test_size: int = 640
+    vocab_size: Annotated[int, Field(ge=3)] = 10  # V: tokens 1..V-1 plus the end marker 0 (docs/reference.md §2.1)
+    test_size: Annotated[int, Field(ge=1)] = 640
     test_seed: int = 20190506  # the fixed test set's seed, independent of the run's seed
 
     def __post_init__(self):
-        if self.seq_len < 2:
-            raise ValueError(f"`seq_len >= 2` must hold, got {self.seq_len}")
+        check(self)  # the rules in the annotations (uwbench.config); the one between two fields below
         if self.seq_len_min is not None and not 2 <= self.seq_len_min <= self.seq_len:
-            raise ValueError(
+            raise ConfigError(
                 f"`2 <= seq_len_min <= seq_len` must hold, got seq_len_min={self.seq_len_min}, "
                 f"seq_len={self.seq_len}"
             )
-        if self.vocab_size < 3:
-            raise ValueError(f"`vocab_size >= 3` must hold, got {self.vocab_size}")
-        if self.test_size < 1:
-            raise ValueError(f"`test_size >= 1` must hold, got {self.test_size}")
 
 
 @dataclass

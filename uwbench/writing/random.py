@@ -9,10 +9,12 @@ torch's global RNG, which the trainer seeds, so a run's mask is reproducible eit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import torch
+from pydantic import Field
 
+from uwbench.config import check
 from uwbench.registry import WRITERS
 from uwbench.writing.base import Writer
 from uwbench.errors import UserError
@@ -20,12 +22,12 @@ from uwbench.errors import UserError
 
 @dataclass
 class RandomConfig:
-    write_prob: Optional[float] = None  # the Bernoulli p; None means the paper's (D+1)/T
+    # the Bernoulli p; None means the paper's (D+1)/T
+    write_prob: Optional[Annotated[float, Field(gt=0, le=1)]] = None
     writer_seed: Optional[int] = None  # the mask's seed; None draws from the run's seeded RNG
 
     def __post_init__(self):
-        if self.write_prob is not None and not 0.0 < self.write_prob <= 1.0:
-            raise ValueError(f"`0 < write_prob <= 1` must hold, got {self.write_prob}")
+        check(self)  # the rules in the annotations (uwbench.config)
 
 
 def write_probability(options: RandomConfig, memory_size: int, max_steps: int) -> float:
