@@ -17,6 +17,7 @@ from uwbench.report import compare, page
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = sorted(glob.glob(os.path.join(ROOT, "reports", "*", "report.html"))
+               + glob.glob(os.path.join(ROOT, "reports", "*", "*", "report.html"))
                + glob.glob(os.path.join(ROOT, "reports", "*", "board.html")))
 RAW = ("`", "](", "**")  # Markdown that a rendered page's text never shows
 BLOCKS = ("p", "table")  # a list item may repeat (the same note under two cells); these may not
