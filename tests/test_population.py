@@ -124,6 +124,41 @@ def test_random_writing_keeps_each_members_own_schedule(float64):
 
 
 @pytest.mark.parametrize("native", [True, False])
+def test_a_slot_left_by_a_pruned_member_is_refilled_with_the_run_it_would_have_had_alone(float64, native):
+    """Two slots, four runs: member 1 is pruned at its first evaluation and the refill's first run takes its
+    slot after that update (member 0 then at update 10); when member 0 finishes, the second takes its slot.
+    Each refilled member counts its own updates and equals its solo run (bit for bit on the native path)."""
+    from uwbench.training.loop import Pruned
+    from uwbench.training.population import Joiner
+
+    cfgs = three(native) + [config(3, 2e-3, 5.0, "per_tensor", native)]
+
+    def prune_at_first_evaluation(step, value):
+        raise Pruned()
+
+    queue = [Joiner(cfgs[2]), Joiner(cfgs[3])]
+    ended, asked = [], []
+    pop = None
+
+    def refill():
+        asked.append([m.step for m in pop.members])
+        return queue.pop(0) if queue else None
+
+    pop = Population(cfgs[:2], reports=[None, prune_at_first_evaluation], refill=refill,
+                     on_end=lambda i, r: ended.append((i, r.status)))
+    results = pop.train(progress=False)
+    assert [r.status for r in results] == ["finished", "pruned", "finished", "finished"]
+    assert results[1].steps_done == 10
+    assert asked[0] == [10, 10]  # the pruned member's slot, refilled after update 10 (both slots full before)
+    assert asked[1] == [20, 10, 10]  # member 0's, when it finished; the refilled member then at its update 10
+    assert ended[:2] == [(1, "pruned"), (0, "finished")]
+    assert sorted(i for i, _ in ended) == [0, 1, 2, 3]
+    models = [m.trainer.model for m in pop.members]
+    for i in (0, 2, 3):
+        assert_same(results[i], models[i], cfgs[i], 0.0 if native else 1e-9)
+
+
+@pytest.mark.parametrize("native", [True, False])
 def test_a_diverging_member_fails_alone(float64, native):
     cfgs = three(native)
     cfgs[1]["train"]["lr"] = 1e10

@@ -96,12 +96,18 @@ class PopulationForward:
     member index -> its batch (``inputs``, ``decoder_inputs``), returning member index -> output; or group
     by group, ``forward.run(group, batches)`` for each of ``forward.groups(members, encoder_steps)``. Groups
     (``group_members``) are built once per set of members and reused; a member that stops leaves its group,
-    which is rebuilt without it at the next call."""
+    which is rebuilt without it at the next call; a member that joins (``add``) gets the next index."""
 
     def __init__(self, models: Sequence[nn.Module], native: Sequence[bool], cuda_graph: bool = False):
         self.models, self.native, self.cuda_graph = list(models), list(native), cuda_graph
         self._groups: Dict[Tuple[int, ...], object] = {}
         self._plan: Dict[Tuple, List[Tuple[int, ...]]] = {}
+
+    def add(self, model: nn.Module, native: bool) -> int:
+        """A member that joins the population (a refilled slot): its index."""
+        self.models.append(model)
+        self.native.append(native)
+        return len(self.models) - 1
 
     def groups(self, members: Sequence[int], encoder_steps: int) -> List[Tuple[int, ...]]:
         key = (tuple(members), encoder_steps)

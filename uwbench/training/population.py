@@ -24,11 +24,17 @@ population updates and its size are tags of every member's run (``population_sec
 ``population_size``). A run trained alone has no ``population`` tag; a report whose runs mix the two
 says so in its time table (``report/timing.py``, ``training_note``).
 
-**Resume.** Each member checkpoints as a solo run does. After a kill, members may stand at different
-updates (the kill fell between two members' checkpoint writes): the population starts from the member
-furthest behind, and a member further on waits, not training, until the population reaches its update,
-so no update is lost or repeated. ``uwbench train`` finds an interrupted population by its
-``population_key`` tag (the command's member settings), so the same command resumes it.
+**Slots.** A population has K slots. Given a ``refill`` (a sweep's next trial of the cell), a slot a
+member leaves is taken by another run of the same shape after the update in which it was left; the new
+member starts from its own update 0 and counts its own updates, so members stand at different updates
+and each evaluates at its own ``eval_every``. Nothing a member computes depends on the others, so a
+refilled member is still its solo run.
+
+**Resume.** Each member checkpoints as a solo run does, and continues from its own checkpoint: after a
+kill, members that stand at different updates (the kill fell between two members' checkpoint writes, or
+they joined at different times) each go on from their own, so no update is lost or repeated. ``uwbench
+train`` finds an interrupted population by its ``population_key`` tag (the command's member settings),
+so the same command resumes it.
 """
 from __future__ import annotations
 
@@ -125,22 +131,38 @@ class _Member:
     grad_max: torch.Tensor  # the window's largest gradient before clipping
     window: _Window = field(default_factory=_Window)
     steps_in_window: int = 0
+    step: int = 0  # the member's last update done (its own count: members that joined later stand behind)
+    warm: bool = False  # its first update in this process is done (that one is timed apart, as a solo run's)
     state: str = "training"  # training | finished | failed | pruned
 
-    @property
-    def start(self) -> int:
-        return self.trainer.start
+
+@dataclass
+class Joiner:
+    """A run that takes a freed slot of a population (``Population(refill=...)``): its nested config (of the
+    population's shape), its open MLflow run (or None) and its pruning callback (or None)."""
+
+    config: Mapping
+    run: Optional[object] = None
+    report: Optional[Callable[[int, float], None]] = None
 
 
 class Population:
     """K members trained in lockstep (see the module docstring). Build it, then ``train()``: a list of the
-    members' ``RunResult`` in order. ``runs[i]`` is member i's open MLflow run (or None), ``reports[i]``
-    its pruning callback (or None)."""
+    members' ``RunResult`` in the order they joined. ``runs[i]`` is member i's open MLflow run (or None),
+    ``reports[i]`` its pruning callback (or None).
+
+    **Slots.** The population has as many slots as it has first members. With ``refill`` (a callable
+    returning a ``Joiner``, or None when there is none to give now), a slot a member leaves (finished,
+    pruned, failed) is taken, after the update in which it was left, by the run ``refill`` gives, which
+    trains from its own update 0 (or from its checkpoint) exactly as it would alone; ``refill`` is asked
+    again after every evaluation while a slot is free. ``on_end(index, result)`` is called as each member
+    ends, before its slot is refilled (a sweep tells its outcome there, so the next trial's sampler sees it)."""
 
     def __init__(self, configs: Sequence[Mapping], runs: Optional[Sequence] = None,
                  reports: Optional[Sequence[Optional[Callable[[int, float], None]]]] = None,
                  checkpoint_dir: Optional[str] = None, system_metrics: Optional[bool] = None,
-                 tags: Optional[Mapping[str, str]] = None):
+                 tags: Optional[Mapping[str, str]] = None, refill: Optional[Callable[[], Optional[Joiner]]] = None,
+                 on_end: Optional[Callable[[int, RunResult], None]] = None):
         if not configs:
             raise PopulationError("a population needs at least one member")
         self.resolved = [resolve_run(c) for c in configs]
@@ -153,6 +175,8 @@ class Population:
                                   f"got {len(self.runs)} and {len(self.reports)}")
         self.checkpoint_dir, self.system_metrics = checkpoint_dir, system_metrics
         self.tags = dict(tags or {})
+        self.slots = k
+        self.refill, self.on_end = refill, on_end
         self.device = check_run(self.resolved[0])
         for r in self.resolved[1:]:
             check_run(r)
@@ -161,37 +185,69 @@ class Population:
         self.population_seconds = 0.0
         self.population_updates = 0
         self.bar = None
+        self.forward: Optional[PopulationForward] = None
 
     # set-up --------------------------------------------------------------------------------------------
 
-    def _build(self) -> None:
-        for i, (resolved, run) in enumerate(zip(self.resolved, self.runs)):
-            tc = resolved.train
-            ckpt = saved = None
-            if run is not None:
-                ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, self.checkpoint_dir)
-                saved = ckpt.load()
-                if env.system_metrics() if self.system_metrics is None else self.system_metrics:
-                    run.start_system_metrics()
-            trainer = _Trainer(resolved, self.device, run, self.reports[i], ckpt, saved)
-            if trainer.result.path != "native":
-                trainer.model._compiled_step = None  # the stacked forward maps the eager step (stacked.py)
-                trainer.result.path = STACKED + ("+cuda_graph" if trainer.forward is not trainer.model else "")
-            variables = tf_variables(trainer.model) if tc.clip_mode == "per_variable" else None
-            trainer.model.train()
-            self.members.append(_Member(i, trainer, variables, torch.zeros((), device=self.device),
-                                        torch.zeros((), device=self.device)))
-        paths = [m.trainer.result.path for m in self.members]
-        self.forward = PopulationForward([m.trainer.model for m in self.members], [p == "native" for p in paths],
-                                         cuda_graph=any(p.endswith("cuda_graph") for p in paths))
+    def _member(self, i: int) -> _Member:
+        """Member i built (its model from its own seed, or restored from its run's checkpoint), its run
+        opened and its path added to the population's forward."""
+        resolved, run = self.resolved[i], self.runs[i]
+        tc = resolved.train
+        ckpt = saved = None
+        if run is not None:
+            ckpt = Checkpoint(run.run_id, resolved.as_dict(), tc.checkpoint_every, self.checkpoint_dir)
+            saved = ckpt.load()
+            if env.system_metrics() if self.system_metrics is None else self.system_metrics:
+                run.start_system_metrics()
+        trainer = _Trainer(resolved, self.device, run, self.reports[i], ckpt, saved)
+        if trainer.result.path != "native":
+            trainer.model._compiled_step = None  # the stacked forward maps the eager step (stacked.py)
+            trainer.result.path = STACKED + ("+cuda_graph" if trainer.forward is not trainer.model else "")
+        variables = tf_variables(trainer.model) if tc.clip_mode == "per_variable" else None
+        trainer.model.train()
+        m = _Member(i, trainer, variables, torch.zeros((), device=self.device), torch.zeros((), device=self.device),
+                    step=trainer.start)
+        if self.forward is None:
+            self.forward = PopulationForward([], [], cuda_graph=trainer.result.path.endswith("cuda_graph"))
+        self.forward.add(trainer.model, trainer.result.path == "native")
+        return m
 
-    def _open(self) -> None:
-        k = len(self.members)
-        for m in self.members:
-            t = m.trainer
-            if t.run is not None:
-                record.open_run(t.run, t.resolved, t.result, t.saved, t.counters.resumes, self.device)
-                t.run.set_tags({"population_size": k, **self.tags})
+    def _build(self) -> None:
+        """The first members built (their runs not yet opened)."""
+        for i in range(self.slots):
+            self.members.append(self._member(i))
+
+    def _open(self, m: _Member) -> None:
+        t = m.trainer
+        if t.run is not None:
+            record.open_run(t.run, t.resolved, t.result, t.saved, t.counters.resumes, self.device)
+            t.run.set_tags({"population_size": self.slots, **self.tags})
+
+    def _join(self, joiner: Joiner) -> _Member:
+        """A refilled slot's run made a member (its config checked against the population's shape)."""
+        resolved = resolve_run(joiner.config)
+        check_shapes([self.resolved[0], resolved])
+        check_run(resolved)
+        i = len(self.resolved)
+        self.resolved.append(resolved)
+        self.runs.append(joiner.run)
+        self.reports.append(joiner.report)
+        self.results.append(None)
+        try:
+            m = self._member(i)
+            self.members.append(m)
+            self._open(m)
+        except BaseException as exc:
+            if joiner.run is not None:
+                record.fail(joiner.run, exc)
+            raise
+        if self.bar is not None:
+            self.bar.total += self.resolved[0].train.steps - m.step
+            self.bar.refresh()
+        if m.trainer.done:  # its last evaluation was checkpointed before the test: conclude it now
+            self._conclude(m)
+        return m
 
     # the loop ------------------------------------------------------------------------------------------
 
@@ -203,7 +259,8 @@ class Population:
         try:
             try:
                 self._build()
-                self._open()
+                for m in self.members:
+                    self._open(m)
             except BaseException as exc:
                 for run in self.runs:
                     if run is not None:
@@ -223,44 +280,60 @@ class Population:
             torch.set_num_threads(previous)
         return [r for r in self.results]
 
+    def _training(self) -> List[_Member]:
+        return [m for m in self.members if m.state == "training"]
+
+    def _fill(self) -> None:
+        """Free slots taken by the runs ``refill`` gives, until it gives none or every slot is taken."""
+        while self.refill is not None and len(self._training()) < self.slots:
+            joiner = self.refill()
+            if joiner is None:
+                return
+            self._join(joiner)
+
     def _train(self, progress: bool, progress_desc: Optional[str]) -> None:
         steps = self.resolved[0].train.steps
         for m in self.members:
             if m.trainer.done:  # its last evaluation was checkpointed before the test: conclude it now
                 self._conclude(m)
-        training = [m for m in self.members if m.state == "training"]
-        if not training:
-            return
-        first = min(m.start for m in training)
+        self._fill()
         if progress:
             from tqdm.auto import tqdm
 
             r0 = self.resolved[0]
-            self.bar = tqdm(total=steps, initial=first, unit="upd", dynamic_ncols=True, leave=True,
-                            desc=progress_desc or f"{r0.model_name}/{r0.task_name} x{len(self.members)}",
+            self.bar = tqdm(total=sum(steps - m.step for m in self._training()), unit="upd", dynamic_ncols=True,
+                            leave=True, desc=progress_desc or f"{r0.model_name}/{r0.task_name} x{self.slots}",
                             mininterval=env.progress_interval())
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        for step in range(first + 1, steps + 1):
-            active = [m for m in self.members if m.state == "training" and m.start < step]
+        eval_every = self.resolved[0].train.eval_every
+        rounds = 0
+        while True:
+            active = self._training()
             if not active:
                 break
-            self._update(step, active, first_update=step == first + 1, sync=sync)
-            if step % self.resolved[0].train.eval_every == 0 or step == steps:
-                self._evaluations(step, active)
+            trained = self._update(active, first_round=rounds == 0, sync=sync)
+            rounds += 1
+            ended = len(trained) < len(active)  # a member diverged in this update
+            evaluated = [m for m in trained if m.step % eval_every == 0 or m.step == steps]
+            if evaluated:
+                self._evaluations(evaluated)
+            ended = ended or any(m.state != "training" for m in trained)
             if self.bar is not None:
-                self.bar.update(1)
-                self.bar.set_postfix(training=sum(m.state == "training" for m in self.members))
-        for m in self.members:  # early-stopped members ended at their own evaluation
-            if m.state == "training":
-                self._conclude(m)
+                self.bar.update(len(trained))
+                self.bar.set_postfix(training=len(self._training()))
+            if ended or evaluated:
+                self._fill()
 
-    def _update(self, step: int, active: List[_Member], first_update: bool, sync) -> None:
+    def _update(self, active: List[_Member], first_round: bool, sync) -> List[_Member]:
         """One update of every active member, group by group (``stacked.group_members``): the group's
         batches, its forward, its members' losses, one backward of their sum, then each member's clip and
         step. A group at a time keeps one group's graph alive, as a solo run keeps its own: on the native
-        path (a member per group) a member's working set is its solo run's."""
+        path (a member per group) a member's working set is its solo run's. The members that updated (a
+        member whose loss is not finite fails instead)."""
         t0, c0 = time.perf_counter(), time.process_time()
         model_cpu = 0.0
+        steps = self.resolved[0].train.steps
+        eval_every = self.resolved[0].train.eval_every
         by_index = {m.index: m for m in active}
         first = active[0].trainer
         batches = {active[0].index: first.task.sample(first.tc.batch_size, first.generators["train"]).to(self.device)}
@@ -275,6 +348,7 @@ class Population:
             losses = {}
             for i in group:
                 m = by_index[i]
+                step = m.step + 1
                 loss = m.trainer.task.loss(outs[i], batches[i])
                 if self.device.type == "cpu" and not torch.isfinite(loss):
                     self._diverged(m, Diverged(f"loss became {float(loss.detach())} at update {step}"))
@@ -289,8 +363,9 @@ class Population:
             for i, loss in losses.items():
                 m = by_index[i]
                 t = m.trainer
+                m.step += 1
                 if t.observer is not None:
-                    t.observer(step, batches[i], loss)
+                    t.observer(m.step, batches[i], loss)
                 size = clip_gradients(t.model.parameters(), t.tc.clip, t.tc.clip_mode, m.variables)
                 if size is not None:
                     torch.maximum(m.grad_max, size.detach().to(m.grad_max.dtype), out=m.grad_max)
@@ -301,18 +376,18 @@ class Population:
             del outs, losses
             for i in group:
                 batches.pop(i, None)
-        window_ends = step % self.resolved[0].train.eval_every == 0 or step == self.resolved[0].train.steps
-        if first_update or window_ends:
+        if first_round or any(not m.warm or m.step % eval_every == 0 or m.step == steps for m in trained):
             sync()
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         n = max(len(trained), 1)
-        self.population_seconds += wall if not first_update else 0.0
-        self.population_updates += 0 if first_update else 1
+        self.population_seconds += wall if not first_round else 0.0
+        self.population_updates += 0 if first_round else 1
         for m in trained:
             w = m.window
-            if first_update:  # the warm-up of this process, timed apart as a solo run's first update
+            if not m.warm:  # the member's first update in this process, timed apart as a solo run's first
+                m.warm = True
                 w.warmup_seconds = wall / n
-                if step == 1:
+                if m.step == 1:
                     m.trainer.result.first_update_seconds = wall / n
                 else:
                     m.trainer.counters.resume_warmup_seconds += wall / n
@@ -321,11 +396,14 @@ class Population:
                 w.cpu += cpu / n
                 w.model_cpu += model_cpu / n
                 w.timed += 1
+        return trained
 
-    def _evaluations(self, step: int, active: List[_Member]) -> None:
-        for m in active:
+    def _evaluations(self, members: List[_Member]) -> None:
+        """The evaluation of each member whose update closed its evaluation window."""
+        for m in members:
             if m.state != "training" or not m.steps_in_window:
                 continue
+            step = m.step
             mean_loss = float(m.loss_sum) / m.steps_in_window
             grad = float(m.grad_max)
             m.loss_sum.zero_()
@@ -345,12 +423,18 @@ class Population:
                 record.finish(m.trainer.run, m.trainer.result, "KILLED")
                 if m.trainer.ckpt is not None:
                     m.trainer.ckpt.discard()
-                self.results[m.index] = m.trainer.result
+                self._settle(m)
                 continue
             if done:
                 self._conclude(m)
 
     # ends ----------------------------------------------------------------------------------------------
+
+    def _settle(self, m: _Member) -> None:
+        """Member m has ended (its run recorded): its result kept, and the caller told."""
+        self.results[m.index] = m.trainer.result
+        if self.on_end is not None:
+            self.on_end(m.index, m.trainer.result)
 
     def _finish_tags(self, m: _Member) -> None:
         run = m.trainer.run
@@ -359,8 +443,9 @@ class Population:
 
     def _conclude(self, m: _Member) -> None:
         self._finish_tags(m)
-        self.results[m.index] = m.trainer._conclude()
+        m.trainer._conclude()
         m.state = "finished"
+        self._settle(m)
 
     def _diverged(self, m: _Member, exc: Diverged) -> None:
         t = m.trainer
@@ -370,7 +455,7 @@ class Population:
         if t.ckpt is not None:
             t.ckpt.discard()
         m.state = "failed"
-        self.results[m.index] = t.result
+        self._settle(m)
 
     def _end(self, m: _Member, exc: BaseException) -> None:
         t = m.trainer
@@ -382,9 +467,11 @@ class Population:
 def train_population(configs: Sequence[Mapping], runs: Optional[Sequence] = None,
                      reports: Optional[Sequence] = None, progress: bool = True,
                      progress_desc: Optional[str] = None, checkpoint_dir: Optional[str] = None,
-                     system_metrics: Optional[bool] = None, tags: Optional[Mapping[str, str]] = None
-                     ) -> List[RunResult]:
+                     system_metrics: Optional[bool] = None, tags: Optional[Mapping[str, str]] = None,
+                     refill: Optional[Callable[[], Optional[Joiner]]] = None,
+                     on_end: Optional[Callable[[int, RunResult], None]] = None) -> List[RunResult]:
     """Train ``configs`` (nested run configs of one shape) as one population: each member's ``RunResult``
     in order, each as its solo ``loop.train`` would return it (``status`` finished, failed or pruned; a
     pruned member does not raise). ``runs``: an open MLflow run per member (or None); they are ended here."""
-    return Population(configs, runs, reports, checkpoint_dir, system_metrics, tags).train(progress, progress_desc)
+    return Population(configs, runs, reports, checkpoint_dir, system_metrics, tags, refill,
+                      on_end).train(progress, progress_desc)
