@@ -1,7 +1,8 @@
-"""Sweeps that train a cell's final runs as populations (the optuna backend, ``--population`` and the study's
+"""Sweeps that train a cell's trials as populations (the optuna backend, ``--population`` and the study's
 ``population`` key): a population sweep records the runs a solo sweep records (same cells, seeds, params and,
-on the native path, the same test values), each final run tagged with its population; the quickstart's smoke
-sweep with the default setting; a sweep killed with SIGKILL mid-population and run again finishes every
+on the native path, the same test values), each run tagged with its population; two slots refilled until
+five runs are done; the quickstart's smoke sweep with the default setting (search trials and final runs,
+a population per cell and phase); a sweep killed with SIGKILL mid-population and run again finishes every
 trial once, each member's run re-opened and resumed from its checkpoint; and the setting itself (parsing,
 precedence, the device's size, the spec hash it leaves alone)."""
 from __future__ import annotations
@@ -66,14 +67,37 @@ def test_the_quickstart_smoke_sweep_trains_each_cells_final_runs_as_one_populati
     _, children = check_layout(df, "quickstart", {c.id for c in plan.cells}, "optuna")
     assert len(children) == plan.n_runs() and set(children["tags.status"]) == {"finished"}
     trials, finals = children[children["tags.role"] == "trial"], children[children["tags.role"] == "final"]
-    assert trials["tags.population"].isna().all()  # search trials train one at a time
-    for cell in plan.cells:
+    for cell in plan.cells:  # the search varies lr and clip only: a cell's search trials are one population
+        searched = trials[trials["tags.cell"] == cell.id]
+        assert len(searched) == plan.budget.n_trials and searched["tags.population"].nunique() == 1
+        assert set(searched["tags.population_size"]) == {str(plan.budget.n_trials)}
         mine = finals[finals["tags.cell"] == cell.id]
         assert sorted(mine["tags.seed"].astype(int)) == plan.final_seeds
         assert mine["tags.population"].nunique() == 1  # the cell's final seeds: one population
         assert set(mine["tags.population_size"]) == {str(len(plan.final_seeds))}
         assert set(mine["tags.population_limit"]) == {str(AUTO_SIZE["cpu"])}  # auto, on a CPU
     assert finals["tags.population"].nunique() == len(plan.cells)
+    assert not set(finals["tags.population"]) & set(trials["tags.population"])  # a phase per population
+
+
+FIVE_SEEDS = THREE_SEEDS.replace("seeds: [0, 1, 2]", "seeds: [0, 1, 2, 3, 4]")
+
+
+def test_a_population_of_two_slots_refills_them_until_the_cells_runs_are_done(tracking_uri, tmp_path, capsys):
+    """Five runs through two slots: as a member ends, the next WAITING trial takes its slot, so one
+    population trains all five (members 0-4 in the order they joined, size 2), each its solo run."""
+    path = study_file(tmp_path, "slots", FIVE_SEEDS)
+    for setting in ("2", "off"):
+        sweep_here(capsys, path, "--workers", "0", "--tracking-uri", tracking_uri, "--population", setting,
+                   "--experiment", f"slots-{setting}", "--storage", str(tmp_path / f"{setting}.journal"))
+    together, alone = _children(tracking_uri, "slots-2"), _children(tracking_uri, "slots-off")
+    assert len(together) == len(alone) == 5
+    assert list(together["tags.seed"]) == list(alone["tags.seed"]) == ["0", "1", "2", "3", "4"]
+    assert list(together["metrics.test_accuracy"]) == list(alone["metrics.test_accuracy"])
+    assert together["tags.population"].nunique() == 1
+    assert set(together["tags.population_size"]) == {"2"}
+    assert sorted(together["tags.population_member"].astype(int)) == [0, 1, 2, 3, 4]
+    assert set(together["tags.status"]) == {"finished"}
 
 
 def _checkpointed_population(journal: str, checkpoints: str, n: int):

@@ -1,6 +1,7 @@
 """Sweeps with the Ray Tune backend: the quickstart smoke profile against a Ray head started with
 `ray start` on 127.0.0.1 (session fixture `ray_head`), read back from MLflow; GPUs asked of a cluster
-without any are a clear error; the GPU share per trial."""
+without any are a clear error; the GPU share per trial. A cell's final seeds train as one population in one
+Ray trial; search trials one per Ray trial (the scheduler prunes each)."""
 from __future__ import annotations
 
 import os
@@ -30,6 +31,8 @@ def test_quickstart_smoke_on_a_ray_cluster_at_an_address(sweep_env, ray_head, ca
         assert sorted(trials["tags.trial_number"].astype(int)) == [0, 1]  # the Optuna trial numbers
         assert sorted(finals["tags.seed"].astype(int)) == [1, 2]
         assert len(set(finals["tags.lr"])) == 1 and set(finals["tags.lr"]) <= set(trials["tags.lr"])
+        assert finals["tags.population"].nunique() == 1  # one Ray trial trains the cell's final seeds together
+        assert set(finals["tags.population_size"]) == {"2"} and trials["tags.population"].isna().all()
     assert set(children["tags.device"]) == {"cpu"}
     # resuming a finished study does nothing (MLflow is the record)
     again = sweep_here(capsys, QUICKSTART, "--backend", "ray", "--profile", "smoke", "--ray-address", address,

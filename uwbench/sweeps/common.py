@@ -231,67 +231,109 @@ def outcome_of(job: Job, run, result, resolved: Mapping[str, Mapping[str, Any]])
     return Outcome("finished", value=value, test=result.test, run_id=run.run_id, eval=best_eval, values=values)
 
 
-def execute_population(jobs: List[Job], reports: Optional[List[Optional[Callable[[int, float], None]]]] = None,
-                       on_runs: Optional[List[Optional[Callable[[str], None]]]] = None,
-                       detached: Optional[List[Any]] = None, limit: Optional[int] = None) -> List[Outcome]:
+@dataclass
+class Member:
+    """A job trained as a member of a population (``execute_population``): its pruning callback
+    ``report``, ``on_run(run_id)`` (called once its run exists, before any training) and ``detached`` (an
+    Event: set, its run is no longer written), as ``execute`` takes them."""
+
+    job: Job
+    report: Optional[Callable[[int, float], None]] = None
+    on_run: Optional[Callable[[str], None]] = None
+    detached: Any = None
+
+
+def execute_population(members: List[Member], limit: Optional[int] = None,
+                       refill: Optional[Callable[[], Optional[Member]]] = None,
+                       on_outcome: Optional[Callable[[int, Outcome], None]] = None) -> List[Outcome]:
     """Run jobs of one cell that differ only in seed, learning rate and clip as one population
-    (``training.population``): each member exactly its solo ``execute``, with its own MLflow child run
-    (opened, or ``job.run_id`` re-opened to continue from its checkpoint), its own ``reports[i]`` and
-    ``on_runs[i]`` (called once its run exists, before any training) and ``detached[i]``. Every run carries
-    ``population`` (this population's id), ``population_member`` (its place), ``population_size`` (members)
-    and ``population_limit`` (``limit``, the size asked for, when given). One ``Outcome`` per job, in order,
-    as ``execute`` maps it; an error of the population as a whole (not of one member) fails every member. A
-    fault of the machine (``errors.fault``) leaves every member's run unfinished, to be run again, and raises
-    ``errors.MachineFault``."""
+    (``training.population``) of ``len(members)`` slots: each member exactly its solo ``execute``, with
+    its own MLflow child run (opened, or ``job.run_id`` re-opened to continue from its checkpoint). With
+    ``refill``, a slot a member leaves is taken by the next job ``refill`` gives (None: none now), so the
+    population stays full while a cell has trials. Every run carries ``population`` (this population's id),
+    ``population_member`` (its place, in the order members joined), ``population_size`` (slots) and
+    ``population_limit`` (``limit``, the size asked for, when given).
+
+    One ``Outcome`` per member, in the order they joined, as ``execute`` maps it; ``on_outcome(i, outcome)``
+    is called for each, once, as soon as it is known (a member that ends is told before its slot is
+    refilled). An error of the population as a whole (not of one member) fails every member not yet ended.
+    A fault of the machine (``errors.fault``) leaves every unfinished member's run to be run again, and
+    raises ``errors.MachineFault``."""
     import uuid
 
     from uwbench.training.config import resolve_run
-    from uwbench.training.population import Population
+    from uwbench.training.population import Joiner, Population
 
     os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # the experiment is always given by id
-    k = len(jobs)
-    reports = list(reports) if reports is not None else [None] * k
-    on_runs = list(on_runs) if on_runs is not None else [None] * k
-    detached = list(detached) if detached is not None else [None] * k
-    if not len(reports) == len(on_runs) == len(detached) == k:
-        raise ValueError(f"one report, on_run and detached per job: `{len(reports)} == {len(on_runs)} == "
-                         f"{len(detached)} == {k}` must hold")
     pid = uuid.uuid4().hex[:12]
     tags: Dict[str, Any] = {"population": pid}
     if limit is not None:
         tags["population_limit"] = limit
-    configs = [job.config() for job in jobs]
-    runs: List[Any] = [None] * k
-    resolved: List[Any] = [None] * k
+    members = list(members)
+    runs: List[Any] = []
+    resolved: List[Any] = []
+    outcomes: List[Optional[Outcome]] = []
+
+    def settle(i: int, outcome: Outcome) -> None:
+        if outcomes[i] is None:
+            outcomes[i] = outcome
+            if on_outcome is not None:
+                on_outcome(i, outcome)
+
+    def open_member(m: Member):
+        i = len(runs)
+        config = m.job.config()
+        runs.append(None)
+        outcomes.append(None)
+        resolved.append(resolve_run(config).as_dict())
+        runs[i] = open_child_run(m.job, resolved[i], {**tags, "population_member": i})
+        if m.on_run is not None:
+            m.on_run(runs[i].run_id)
+        return config, runs[i] if m.detached is None else Detachable(runs[i], m.detached)
+
+    def joiner() -> Optional[Joiner]:
+        m = refill()
+        if m is None:
+            return None
+        members.append(m)
+        config, run = open_member(m)
+        return Joiner(config, run, m.report)
+
+    def ended(i: int, result) -> None:
+        settle(i, outcome_of(members[i].job, runs[i], result, resolved[i]))
+
     population = None
+    first = len(members)
     try:
-        for i, job in enumerate(jobs):
-            resolved[i] = resolve_run(configs[i]).as_dict()
-            runs[i] = open_child_run(job, resolved[i], {**tags, "population_member": i})
-            if on_runs[i] is not None:
-                on_runs[i](runs[i].run_id)
-        population = Population(configs, [run if d is None else Detachable(run, d) for run, d in zip(runs, detached)],
-                                reports, tags=tags)
-        results = population.train(progress=False)
+        opened = [open_member(m) for m in members[:first]]
+        population = Population([c for c, _ in opened], [r for _, r in opened], [m.report for m in members[:first]],
+                                tags=tags, refill=joiner if refill is not None else None, on_end=ended)
+        population.train(progress=False)
     except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
         fault = errors.fault(exc)
         if fault is not None:  # a fault around the runs is not their result: they stay to be run again
-            for run, d in zip(runs, detached):
-                leave_unfinished(run, fault, d)
+            for i, run in enumerate(runs):
+                if outcomes[i] is None:
+                    leave_unfinished(run, fault, members[i].detached)
             raise errors.MachineFault(fault) from exc
         error = f"{type(exc).__name__}: {exc}"
-        ended = population.results if population is not None else [None] * k
-        out = []
-        for job, run, d, result, r in zip(jobs, runs, detached, ended, resolved):
-            if result is not None:  # ended by the population (settled before the error, or failed with it)
-                out.append(outcome_of(job, run, result, r))
+        results = population.results if population is not None else []
+        for i, m in enumerate(members):
+            if outcomes[i] is not None or i >= len(runs):
                 continue
+            result = results[i] if i < len(results) else None
+            if result is not None:  # ended by the population (settled before the error, or failed with it)
+                settle(i, outcome_of(m.job, runs[i], result, resolved[i]))
+                continue
+            run, d = runs[i], m.detached
             if run is not None and not (d is not None and d.is_set()):
                 run.set_tags({"status": "failed", "error": error[:5000]})
                 run.end("FAILED")
-            out.append(Outcome("failed", run_id=run.run_id if run else None, error=error))
-        return out
-    return [outcome_of(job, run, result, r) for job, run, result, r in zip(jobs, runs, results, resolved)]
+            settle(i, Outcome("failed", run_id=run.run_id if run else None, error=error))
+        while len(outcomes) < len(members):  # a job refill gave whose run could not be opened
+            outcomes.append(None)
+            settle(len(outcomes) - 1, Outcome("failed", error=error))
+    return [o for o in outcomes]
 
 
 def leave_unfinished(run, fault: str, detached=None) -> None:

@@ -87,11 +87,25 @@ def sampler_seed(cell_id: str, index: int = 0) -> int:
 
 
 def tpe_sampler(plan: Plan, cell_id: str, index: int = 0):
-    """TPE for one cell's search, seeded by the cell (and the trial index, for a sampler made per trial)."""
+    """TPE for one cell's search, seeded by the cell (and the trial index, for a sampler made per trial). With
+    ``constant_liar``, a trial sampled while others of its cell train (other workers', or the other members
+    of its population) counts them at the worst value, so concurrent trials spread over the space instead of
+    crowding one region; a trial sampled while none trains samples as without it."""
     import optuna
 
     n = plan.budget.n_trials
-    return optuna.samplers.TPESampler(seed=sampler_seed(cell_id, index), n_startup_trials=min(10, max(2, n // 2)))
+    return optuna.samplers.TPESampler(seed=sampler_seed(cell_id, index), n_startup_trials=min(10, max(2, n // 2)),
+                                      constant_liar=True)
+
+
+def member_only_search(plan: Plan) -> bool:
+    """Whether the search varies only settings a population's members may have of their own
+    (``population.MEMBER_KEYS``: lr, clip, clip mode): then every search trial of a cell has the cell's
+    shape, and its trials can train as one population. A search over a shape setting (memory size, cache
+    size, ...) trains each trial alone."""
+    from uwbench.training.population import MEMBER_KEYS
+
+    return bool(plan.search) and all(k in {f"train.{m}" for m in MEMBER_KEYS} for k in plan.search)
 
 
 @dataclass

@@ -32,11 +32,15 @@ answer) is put back to WAITING (``TrialRunner.requeue``; the trials of this mach
 with it, too: ``Studies.requeue_local``), so no retry is spent on it and no outcome recorded; a worker that
 meets one hands its line to the sweep through a queue and ends, and the sweep stops on it.
 
-Populations. A worker that claims a WAITING final trial also claims the other WAITING final trials of
-its cell that can train with it (they differ only in seed, learning rate and clip), up to the population
-size (``--population`` or the study's ``population``: ``auto`` is ``AUTO_SIZE`` of the device), each with
-its own heartbeat, and trains them as one population (``common.execute_population``): each member is its
-solo run, with its own MLflow run, outcome and retry. Search trials train one at a time.
+Populations. A worker that claims a WAITING trial also claims the other WAITING trials of its cell and
+phase that can train with it (final trials that differ only in seed, learning rate and clip; search
+trials when the search varies only the learning rate and clip, ``planning.member_only_search``), up to
+the population size (``--population`` or the study's ``population``: ``auto`` is ``AUTO_SIZE`` of the
+device), each with its own heartbeat, and trains them as one population (``common.execute_population``):
+each member is its solo run, with its own MLflow run, outcome and retry. A search trial's params are
+sampled when it is claimed, by TPE with ``constant_liar`` (the cell's running trials count at the worst
+value). Slots are continuous: a member that ends is told at once and the next WAITING trial of the cell
+and phase takes its slot, until none waits or the sweep stops.
 
 GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` through
 ``CUDA_VISIBLE_DEVICES`` (``planning.worker_devices``).

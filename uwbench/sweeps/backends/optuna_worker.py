@@ -1,7 +1,8 @@
 """The optuna backend's workers (``sweeps/backends/optuna.py``): a ``TrialRunner`` claims WAITING trials
-(round-robin over the cells), keeps each one's heartbeat, runs it through ``common.execute`` (a final
-trial, with the other WAITING final trials of its cell up to the population size, as one population
-through ``common.execute_population``) and tells Optuna each outcome; ``worker_main`` is a spawned worker
+(round-robin over the cells), keeps each one's heartbeat, runs it through ``common.execute`` (or, with
+the other WAITING trials of its cell and phase that share its shape, up to the population size, as one
+population through ``common.execute_population``, whose freed slots it refills) and tells Optuna each
+outcome as it ends; ``worker_main`` is a spawned worker
 process's loop. With ``--workers 0`` the sweep process itself runs the trials."""
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class TrialRunner:
         self.journal = is_journal(s.storage)
         self.extra_tags: Dict[str, Any] = {}
         self._limits: Dict[str, int] = {}  # cell id -> members per population of its final trials
+        self.stopping: Callable[[], bool] = lambda: False  # the sweep asked its workers to stop: refill no slot
         if s.devices[index] is not None:  # the GPU(s) this worker was given
             self.extra_tags["cuda_visible_devices"] = s.devices[index]
 
@@ -82,29 +84,32 @@ class TrialRunner:
 
     def claim_members(self, first: Tuple[str, str, int, Heartbeat], n: int) -> List[Tuple[str, str, int, Heartbeat]]:
         """Pop up to ``n`` more WAITING trials of the first one's cell and phase that can train with it as one
-        population (their configs differ from its only in ``population.MEMBER_KEYS``), each with its own
-        heartbeat, in the order they would be run."""
+        population (``_shape``), each with its own heartbeat, in the order they would be run."""
         cell_id, phase, tid, _ = first
-        want = self._shape(cell_id, self.storage.get_trial(tid))
+        want = self._shape(cell_id, phase, self.storage.get_trial(tid))
         out: List[Tuple[str, str, int, Heartbeat]] = []
         if want is None:
             return out
         for cid, ph, t in self.waiting():
             if len(out) >= n:
                 break
-            if (cid, ph) != (cell_id, phase) or self._shape(cid, t) != want:
+            if (cid, ph) != (cell_id, phase) or self._shape(cid, ph, t) != want:
                 continue
             claimed = self._claim_one(cid, ph, t)
             if claimed is not None:
                 out.append(claimed)
         return out
 
-    def _shape(self, cell_id: str, t) -> Optional[str]:
-        """What a final trial's run shares with every member of its population (``population.shape`` of its
-        config, from its enqueued params), or None when its config does not resolve (it then trains alone)."""
+    def _shape(self, cell_id: str, phase: str, t) -> Optional[str]:
+        """What a trial's run shares with every member of its population, or None when it trains alone. A
+        search trial of a cell whose search varies only member settings (``planning.member_only_search``)
+        shares the cell's shape with every other; a final trial, ``population.shape`` of its config from
+        its enqueued params (None when that config does not resolve)."""
         from uwbench.training.config import resolve_run
         from uwbench.training.population import shape
 
+        if phase == "search":
+            return f"search:{cell_id}" if planning.member_only_search(self.plan) else None
         params = dict(t.system_attrs.get("fixed_params") or t.params)
         if axes.SEED_PARAM not in params:
             return None
@@ -115,9 +120,10 @@ class TrialRunner:
             return None
 
     def population_limit(self, cell_id: str, phase: str) -> int:
-        """Members per population for this cell's trials on this worker (1: each trial alone): search trials
-        always alone; final trials by the sweep's population setting and the device their runs train on."""
-        if phase == "search" or self.s.population == "off":
+        """Members per population for this cell's trials on this worker (1: each trial alone), by the sweep's
+        population setting and the device the cell's runs train on; search trials alone when the search
+        varies a shape setting (``planning.member_only_search``)."""
+        if self.s.population == "off" or (phase == "search" and not planning.member_only_search(self.plan)):
             return 1
         if cell_id not in self._limits:
             from uwbench.training.config import resolve_run
@@ -329,29 +335,63 @@ class TrialRunner:
         return outcome
 
     def run_population(self, group: List[Tuple[str, str, int, Heartbeat]], limit: int) -> List[Optional[common.Outcome]]:
-        """Train claimed final trials of one cell together as one population (``common.execute_population``)
-        and tell each its outcome, as ``run_trial`` does. A member taken over by another process stops the
-        population: the other members' trials go back to WAITING (their runs resume from their checkpoints
-        on the next claim), and this worker takes the next trial."""
+        """Train claimed trials of one cell and phase together as one population of ``len(group)`` slots
+        (``common.execute_population``) and tell each its outcome as soon as it ends, as ``run_trial``
+        does. A slot a member leaves is refilled with the next WAITING trial of the same cell, phase and
+        shape (claimed and appended to ``group``, so a fault requeues it too) until none waits or the sweep
+        stops. A member taken over by another process stops the population: the other members' unfinished
+        trials go back to WAITING (their runs resume from their checkpoints on the next claim), and this
+        worker takes the next trial."""
+        cell_id, phase = group[0][0], group[0][1]
+        want = self._shape(cell_id, phase, self.storage.get_trial(group[0][2]))
         prepared = [self.prepare(*claimed) for claimed in group]
         todo = [p for p in prepared if not p.done]
+
+        def member(p: "Prepared") -> common.Member:
+            return common.Member(p.job, p.report, p.remember, p.beat.lost)
+
+        def refill() -> Optional[common.Member]:
+            while not self.stopping() and self.alive():
+                nxt = self._next_member(cell_id, phase, want)
+                if nxt is None:
+                    return None
+                group.append(nxt)
+                p = self.prepare(*nxt)
+                prepared.append(p)
+                if not p.done:
+                    todo.append(p)
+                    return member(p)
+                nxt[3].stop()
+            return None
+
+        def told(i: int, outcome: common.Outcome) -> None:
+            p = todo[i]
+            p.beat.stop()
+            self.tell(p, outcome)
+            p.outcome = outcome
+
         if todo:
             try:
-                outcomes = common.execute_population([p.job for p in todo], reports=[p.report for p in todo],
-                                                     on_runs=[p.remember for p in todo],
-                                                     detached=[p.beat.lost for p in todo], limit=limit)
+                common.execute_population([member(p) for p in todo], limit=limit,
+                                          refill=refill if want is not None else None, on_outcome=told)
             except TrialLost as exc:
                 for p in todo:
-                    if not p.beat.lost.is_set():
+                    if not p.beat.lost.is_set() and p.outcome is None:
                         p.beat.stop()
                         self.requeue(p.trial_id)
                 if self.note is not None:
                     self.note(f"{exc}; the other members of its population resume on the next free worker")
                 return [None] * len(prepared)
-            for p, outcome in zip(todo, outcomes):
-                self.tell(p, outcome)
-                p.outcome = outcome
         return [p.outcome for p in prepared]
+
+    def _next_member(self, cell_id: str, phase: str, want: str) -> Optional[Tuple[str, str, int, Heartbeat]]:
+        """Claim the next WAITING trial of this cell and phase with this shape (None: none waits)."""
+        for cid, ph, t in self.waiting():
+            if (cid, ph) == (cell_id, phase) and self._shape(cid, ph, t) == want:
+                claimed = self._claim_one(cid, ph, t)
+                if claimed is not None:
+                    return claimed
+        return None
 
 
 @dataclass
@@ -394,6 +434,7 @@ def _serve(s: Settings, stop, index: int) -> None:
     alive = (lambda: parent.is_alive()) if parent is not None else (lambda: True)
     try:
         runner = TrialRunner(s, f"{socket.gethostname()}:{os.getpid()}", index, alive, note=say)
+        runner.stopping = stop.is_set
         while not stop.is_set() and alive():
             if not runner.run_one():
                 time.sleep(POLL_S)

@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
-from uwbench import env, errors
+from uwbench import axes, env, errors
 from uwbench.spec import Plan
 from uwbench.sweeps import common, planning, space
 
@@ -78,6 +78,24 @@ def _run_in_trial(job: common.Job, plan: Plan) -> None:
             raise Pruned() from None
 
     outcome = common.execute(job, report=report)
+    _report_outcome(outcome, job, plan)
+
+
+def _run_population_in_trial(jobs: List[common.Job], plan: Plan, limit: int) -> None:
+    """Final jobs of one cell and shape trained as one population inside one Ray trial, each member its solo
+    run (re-opening the run an earlier attempt left unfinished); the trial reports once, at the end (final
+    runs are never stopped by the scheduler)."""
+    common.worker_setup()
+    jobs = [replace(job, run_id=_unfinished_run(job, plan)) for job in jobs]
+    outcomes = common.execute_population([common.Member(job) for job in jobs], limit=limit)
+    finished = [o for o in outcomes if o.status == "finished"]
+    _report_outcome(finished[0] if finished else outcomes[0], jobs[0], plan)
+
+
+def _report_outcome(outcome: common.Outcome, job: common.Job, plan: Plan) -> None:
+    """A trial's last report to Tune: its objective (the worst possible for a failed run), status and costs."""
+    from ray import tune
+
     if outcome.status == "pruned":
         return
     if outcome.status == "finished":
@@ -97,17 +115,22 @@ def _run_in_trial(job: common.Job, plan: Plan) -> None:
 
 
 def _trainable(config: Dict[str, Any], ctx: Dict[str, Any]) -> None:
-    """One trial: ``config`` holds the searched values (or a final job's params) and where it belongs."""
+    """One trial: ``config`` holds the searched values (or the final jobs of one population: their params,
+    seeds and numbers) and where it belongs."""
     context: planning.Context = ctx["context"]
     plan = context.plan
     cell_id, number = config["_cell"], int(config["_trial_number"])
     if config["_kind"] == "search":
         params = {name: config[name] for name in plan.search}
         job = context.job(cell_id, "trial", params, planning.search_seed(plan, number), number, device=ctx["device"])
+        _run_in_trial(job, plan)
+        return
+    jobs = [context.job(cell_id, "final", m["_params"], m["_seed"], int(m["_trial_number"]), m["_extra"],
+                        device=ctx["device"]) for m in config["_members"]]
+    if len(jobs) == 1:
+        _run_in_trial(jobs[0], plan)
     else:
-        job = context.job(cell_id, "final", config["_params"], config["_seed"], number, config["_extra"],
-                          device=ctx["device"])
-    _run_in_trial(job, plan)
+        _run_population_in_trial(jobs, plan, int(config["_limit"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,20 +162,36 @@ def _objectives(plan: Plan) -> Dict[str, Any]:
     return {"metric": ["objective", *(o.metric for o in plan.objectives[1:])],
             "mode": [mode, *("max" if o.direction == "maximize" else "min" for o in plan.objectives[1:])]}
 
-def _final_configs(plan: Plan, records: List[common.Record], cell_id: str) -> List[Dict[str, Any]]:
-    """The final jobs of one cell still to do, as Tune configs (plain values; the trainable rebuilds the job)."""
+def _final_configs(plan: Plan, records: List[common.Record], cell_id: str, limit: int = 1) -> List[Dict[str, Any]]:
+    """The final jobs of one cell still to do, as Tune configs (plain values; the trainable rebuilds the
+    jobs): one config per population of up to ``limit`` jobs that share a shape (their params differ only
+    in the settings a member may have of its own, ``population.MEMBER_KEYS``, and the seed)."""
+    from uwbench.training.population import MEMBER_KEYS
+
+    own = {f"train.{k}" for k in MEMBER_KEYS} | {axes.SEED_PARAM}
     done = {common.job_key(cell_id, "final", r.params, r.seed, 0) for r in records
             if r.cell == cell_id and r.role == "final"}
-    return [{"_kind": "final", "_cell": cell_id, "_params": job.params, "_seed": job.seed, "_trial_number": job.index,
-             "_extra": job.extra}
-            for job in planning.final_jobs(plan, cell_id, records) if job.key(cell_id) not in done]
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for job in planning.final_jobs(plan, cell_id, records):
+        if job.key(cell_id) in done:
+            continue
+        shape = json.dumps({k: v for k, v in job.params.items() if k not in own}, sort_keys=True, default=str)
+        groups.setdefault(shape, []).append({"_params": job.params, "_seed": job.seed, "_trial_number": job.index,
+                                             "_extra": job.extra})
+    out = []
+    for members in groups.values():
+        for i in range(0, len(members), max(1, limit)):
+            out.append({"_kind": "final", "_cell": cell_id, "_members": members[i:i + max(1, limit)],
+                        "_limit": limit, "_trial_number": members[i]["_trial_number"]})
+    return out
 
 
-def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
+def _study_searcher(plan: Plan, records: List[common.Record], opt_storage, limit: int = 1):
     """One Ray searcher for the whole study, so one Tuner (and one pool of reused actors) runs it all:
     per cell an ``OptunaSearch`` (TPE over ``space.distributions``) for the remaining search trials,
     then, as soon as a cell's search has ended, its final jobs; faithful studies get every missing grid
-    point x seed at once. Returns FINISHED when nothing is left."""
+    point x seed at once; final jobs of one shape go to one trial as a population of up to ``limit``
+    members. Returns FINISHED when nothing is left."""
     from ray.tune.search import Searcher
 
     from uwbench.sweeps.storage import study_name
@@ -176,7 +215,7 @@ def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
                         sampler=planning.tpe_sampler(plan, cell.id),
                         study_name=study_name(plan, cell.id, "search") + ".ray", storage=opt_storage)
                 else:
-                    self.finals += _final_configs(plan, self.records, cell.id)
+                    self.finals += _final_configs(plan, self.records, cell.id, limit)
 
         def suggest(self, trial_id: str):
             if self.finals:
@@ -215,7 +254,7 @@ def _study_searcher(plan: Plan, records: List[common.Record], opt_storage):
                 number=int(config["_trial_number"]), values=values))
             if self.remaining[cell_id] == 0 and not any(c["_cell"] == cell_id and c["_kind"] == "search"
                                                         for c in self.live.values()):
-                self.finals += _final_configs(plan, self.records, cell_id)
+                self.finals += _final_configs(plan, self.records, cell_id, limit)
 
         def save_to_dir(self, *args, **kwargs):  # resuming reads MLflow, not Tune's searcher state
             pass
@@ -379,6 +418,11 @@ def _records(plan: Plan, experiment_id: str, uri: str) -> List[common.Record]:
     return out
 
 
+def _members(trial) -> int:
+    """The runs a Tune trial trains (a population's members, else 1): what the progress line counts."""
+    return len((trial.config or {}).get("_members") or [None])
+
+
 def _progress_callback(engine: "Backend", tick):
     from ray import tune
 
@@ -387,7 +431,7 @@ def _progress_callback(engine: "Backend", tick):
             return {}
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            engine.running += 1
+            engine.running += _members(trial)
             tick()
 
         def on_trial_recover(self, iteration, trials, trial, **info):  # its actor or node died: retried
@@ -396,11 +440,11 @@ def _progress_callback(engine: "Backend", tick):
                         "from its checkpoint)")
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            engine.running = max(0, engine.running - 1)
+            engine.running = max(0, engine.running - _members(trial))
             tick()
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            engine.running = max(0, engine.running - 1)
+            engine.running = max(0, engine.running - _members(trial))
             tick()
 
     return ProgressCallback()
@@ -485,7 +529,8 @@ class Backend:
         concurrency = options.workers or max(1, int(resources_all.get("CPU", 1)))
         opt_storage = make_storage(storage_url(plan, options.storage)) if plan.mode == "tuned" else None
         records, _ = self.records()
-        searcher = _study_searcher(plan, records, opt_storage)
+        limit = planning.population_limit(planning.population_setting(plan, options), "cuda" if frac > 0 else "cpu")
+        searcher = _study_searcher(plan, records, opt_storage, limit)
         ctx = {"context": self.ctx, "device": "cuda" if frac > 0 else None}
         stamp = time.strftime("%Y%m%d-%H%M%S")
         tuner = tune.Tuner(
