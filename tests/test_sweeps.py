@@ -241,10 +241,10 @@ def _running_trial(journal: str, study_prefix: str, exclude_pids=()):
     return None
 
 
-def _sweep_process(env, path: str, uri: str, **popen) -> subprocess.Popen:
+def _sweep_process(env, path: str, uri: str, *args: str, **popen) -> subprocess.Popen:
     """`uwbench sweep PATH` with one worker, in its own process group, its output captured."""
     return subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", path, "--workers", "1", "--no-progress",
-                             "--tracking-uri", uri], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                             "--tracking-uri", uri, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
 
 
@@ -270,7 +270,8 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
         seeds: [0, 1, 2, 3]
     """)
     journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "killme.journal")
-    proc = _sweep_process(env, path, uri)
+    # runs trained alone: a killed worker interrupts one run (a killed population: test_sweep_population.py)
+    proc = _sweep_process(env, path, uri, "--population", "off")
     try:
         # 1. kill the worker mid-trial: the sweep notices, re-runs that trial once, and goes on
         pid, _ = _wait_for(lambda: _running_trial(journal, "killme."), what="a running trial")
@@ -283,7 +284,7 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
         stop_process_group(proc.pid, grace_s=1, leader=proc)
     assert "worker died" in out
     # 3. running it again finishes the study
-    done = sweep(env, path, "--workers", "0", "--tracking-uri", uri)
+    done = sweep(env, path, "--workers", "0", "--tracking-uri", uri, "--population", "off")
     assert "interrupted run(s) recovered" in done.stdout
     df = runs(uri, "killme")
     _, children = check_layout(df, "killme", {"sleepy"}, "optuna")

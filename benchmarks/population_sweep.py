@@ -1,0 +1,121 @@
+"""A sweep with populations against the same sweep with ``--population off``, side by side in one run.
+
+    python benchmarks/population_sweep.py --out benchmarks/results/<date>-population-sweep.json
+    python benchmarks/population_sweep.py --study studies/quickstart.yaml --profile cpu --workers 2 --repeats 1
+
+Each side runs ``uwbench sweep STUDY --profile P --workers N --population SETTING --no-progress`` in a fresh
+folder (its own ``UWBENCH_RUNS_DIR`` and SQLite MLflow store), the sides taking turns (auto, off, auto, ...)
+so that a change in the machine's load falls on both. Per side it records:
+
+- ``wall_s``: the command's wall time; ``cpu_s``: the user + system CPU time of the command and its children;
+- ``train_s``: the runs' own training time summed (each run's ``train_seconds``: its updates, warm-up
+  included; a population member's is its share of the population's time), and ``training_share``:
+  ``train_s / (wall_s * cores)``, the share of the cores' time that went to training, with ``cores`` the
+  sweep's ``--workers``;
+- per cell: the best objective of its search trials and the mean test value of its final runs, and the
+  number of search trials pruned (a population's members report together, so the median pruner has fewer
+  finished trials to compare with);
+- the machine's load average before and after, so a reader can tell a quiet machine from a busy one.
+
+It writes the JSON to ``--out`` (and prints it). Nothing here is a test: the figures depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_side(study: str, profile: str, workers: int, setting: str) -> Dict[str, Any]:
+    """One sweep in a fresh folder: its times, and what its runs recorded."""
+    folder = tempfile.mkdtemp(prefix=f"popsweep-{setting}-")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    env = dict(os.environ, UWBENCH_RUNS_DIR=folder, MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1")
+    cmd = [sys.executable, "-m", "uwbench", "sweep", study, "--profile", profile, "--workers", str(workers),
+           "--population", setting, "--no-progress", "--tracking-uri", uri]
+    load0 = os.getloadavg()
+    c0, t0 = _children_cpu(), time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    if proc.returncode != 0:
+        raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    out = {"setting": setting, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+           "load_average_before": [round(x, 2) for x in load0],
+           "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    out.update(_recorded(uri, study, wall, workers))
+    return out
+
+
+def _recorded(uri: str, study: str, wall: float, workers: int) -> Dict[str, Any]:
+    import mlflow
+    import pandas as pd
+
+    from uwbench.spec import load_plan
+
+    spec_id = load_plan(study, None).id
+    mlflow.set_tracking_uri(uri)
+    df = mlflow.search_runs(experiment_names=[spec_id])
+    if df.empty:
+        raise SystemExit(f"no runs recorded in {uri}")
+    df = df[df["tags.role"].isin(["trial", "final"])]
+    train = float(pd.to_numeric(df.get("metrics.train_seconds"), errors="coerce").fillna(0).sum())
+    cells = {}
+    objective = [c for c in df.columns if c == "metrics.best_eval_accuracy"]
+    for cell, rows in df.groupby("tags.cell"):
+        trials, finals = rows[rows["tags.role"] == "trial"], rows[rows["tags.role"] == "final"]
+        best = pd.to_numeric(trials[objective[0]], errors="coerce").max() if objective else None
+        test = pd.to_numeric(finals.get("metrics.test_accuracy"), errors="coerce").mean()
+        cells[cell] = {"best_search_eval_accuracy": None if best is None or best != best else round(float(best), 4),
+                       "final_test_accuracy_mean": None if test != test else round(float(test), 4),
+                       "search_trials_pruned": int((trials["tags.status"] == "pruned").sum()),
+                       "populations": int(rows["tags.population"].nunique()) if "tags.population" in rows else 0}
+    return {"runs": int(len(df)), "train_s": round(train, 2),
+            "training_share": round(train / (wall * workers), 3), "cells": cells}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--study", default=os.path.join(ROOT, "studies", "quickstart.yaml"))
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1, help="sweeps per side (the sides take turns)")
+    ap.add_argument("--settings", default="auto,off", help="the --population settings compared")
+    ap.add_argument("--out", default=None, help="the JSON file written")
+    args = ap.parse_args(argv)
+    sides = []
+    for r in range(args.repeats):
+        for setting in args.settings.split(","):
+            side = run_side(args.study, args.profile, args.workers, setting)
+            side["repeat"] = r
+            sides.append(side)
+            print(f"{setting}: wall {side['wall_s']} s, training share {side['training_share']}", file=sys.stderr)
+    import torch
+
+    result = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(["python benchmarks/population_sweep.py", *(argv or sys.argv[1:])]),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+              "study": os.path.relpath(args.study, ROOT), "profile": args.profile, "workers": args.workers,
+              "sides": sides}
+    text = json.dumps(result, indent=1)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
