@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from uwbench.snapshot.folders import is_board_folder
-from uwbench.report import compare
+from uwbench.report.rendering import compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # every report folder, a report of its own inside a study's folder too (reports/<id>/t100/); a snapshot-only

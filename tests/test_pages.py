@@ -13,7 +13,7 @@ from typing import List
 import pytest
 
 from conftest import CHROMIUM, run_chromium
-from uwbench.report import compare, page
+from uwbench.report.rendering import compare, page
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = sorted(glob.glob(os.path.join(ROOT, "reports", "*", "report.html"))

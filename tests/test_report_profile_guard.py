@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from uwbench import snapshot
-from uwbench.report import guard
+from uwbench.report.data import guard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -1,6 +1,9 @@
-"""The text forms of the report: one ``Table`` object, written as Markdown, CSV rows and LaTeX (booktabs), and
-the number and name formats they share (no tabulate, no Styler: the text is ours, so it is stable across
-library versions; the HTML page is the Markdown rendered, ``uwbench.report.page``). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
+"""The one table type of the package: a ``Table`` (columns, rows of strings, the numeric CSV form, notes),
+written as Markdown, CSV rows and LaTeX (booktabs), with the number format and the file-name form of a title
+they share. Reports (``uwbench.report``), the leaderboard, the speed benchmarks' README tables, the sweep's
+summary and ``uwbench theory`` build their tables as one. No tabulate, no Styler: the text is ours, so it is
+stable across library versions (the report's HTML page is its Markdown rendered, ``uwbench.report.rendering.page``).
+The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
 from __future__ import annotations
 
 import re
