@@ -83,6 +83,26 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+RULES = {"l": "---", "r": "---:", "c": ":-:"}  # a compact table's rule cell by column alignment
+
+
+def to_compact_markdown(table: Table, align: str) -> List[str]:
+    """The table as unpadded Markdown lines (``| a | b |``, the cells as given) under a rule of one cell per
+    column by ``align``, a letter each: ``l`` left (``---``), ``r`` right (``---:``), ``c`` centred (``:-:``).
+    The speed benchmarks' tables are written so (``uwbench.bench.render``)."""
+    def line(cells):
+        return "| " + " | ".join(str(c) for c in cells) + " |"
+
+    return [line(table.columns), "|" + "|".join(RULES[a] for a in align) + "|"] + [line(r) for r in table.rows]
+
+
+def to_text(table: Table, layout: str) -> List[str]:
+    """The table as plain-text lines, its header then its rows, each the ``layout`` template (``str.format``
+    over a row's cells, e.g. ``"{0:<36} {1:>18}  {2}"``) filled in: the terminal's tables (a sweep's
+    summary, ``uwbench theory``)."""
+    return [layout.format(*row) for row in [table.columns] + table.rows]
+
+
 def to_csv_rows(table: Table) -> Tuple[List[str], List[List[Any]]]:
     if table.csv_columns:
         return table.csv_columns, table.csv_rows
