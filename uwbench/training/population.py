@@ -22,7 +22,7 @@ each update's time divided by the members it trained, summed over the member's u
 a population of K costs what K of them cost together, over K; the population's own seconds per 100
 population updates and its size are tags of every member's run (``population_seconds_per_100``,
 ``population_size``). A run trained alone has no ``population`` tag; a report whose runs mix the two
-says so in its time table (``report/timing.py``, ``training_note``).
+says so in its time table (``report/analysis/timing.py``, ``training_note``).
 
 **Resume.** Each member checkpoints as a solo run does. After a kill, members may stand at different
 updates (the kill fell between two members' checkpoint writes): the population starts from the member

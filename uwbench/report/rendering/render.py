@@ -6,11 +6,11 @@
     accuracy.md .tex (.csv)             the paper's layout: ours (mean ± std, n) | paper | Δ
     cells.csv                           every cell, numeric
     time.md .csv .tex                   seconds per 100 updates, reduction of UW / CUW vs regular
-    verdicts.csv orderings.csv          the paper's claims and orderings checked (uwbench.report.verdicts)
-    importance.md .csv, search_*.png    tuned studies: search analysis per cell (uwbench.report.search)
-    *.png                               figures (see uwbench.report.figures)
+    verdicts.csv orderings.csv          the paper's claims and orderings checked (verdicts.judge, rendering.verdict_tables)
+    importance.md .csv, search_*.png    tuned studies: search analysis per cell (analysis.search, rendering.search)
+    *.png                               figures (see rendering.figures)
     README.md                           question, commands, spec hash, git sha, tables, figures, deviations
-    report.html                         README.md rendered to one self-contained page (``uwbench.report.page``:
+    report.html                         README.md rendered to one self-contained page (``rendering.page``:
                                         the figures embedded as base64), so it says what the README says
 
 Nothing here depends on the time, the machine or where the data came from, so a rebuild of unchanged
@@ -292,7 +292,7 @@ def _remove_stale(folder: str, keep: List[str], shown_before: List[str] = ()) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# README.md (report.html is its rendering: uwbench.report.page)
+# README.md (report.html is its rendering: rendering/page.py)
 # --------------------------------------------------------------------------------------------------
 
 
