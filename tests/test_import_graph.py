@@ -13,6 +13,9 @@ The layers are of packages: each subpackage (``uwbench.report``) or top-level mo
 or a lower one, and no two units import each other, directly or round a loop (``test_no_package_cycles``):
 so a module cycle between packages is caught even when every one of its modules sits in one layer.
 
+Inside ``uwbench.report`` the same rule holds for the stages of its pipeline (``REPORT_STAGES``): data <
+analysis < verdicts < rendering, a stage never importing a later one nor the package's ``__init__``.
+
 Plugin loading is the one arrow allowed to point up: ``uwbench.registry`` loads the built-in task,
 model and writer modules by name (as it loads ``$UWBENCH_PLUGINS``), and they register themselves into
 it (``LOADS_PLUGINS``).
