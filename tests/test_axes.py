@@ -41,7 +41,10 @@ def _plan(tmp_path):
 def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracking_uri, capsys):
     from uwbench.config import flatten
     from uwbench import snapshot
-    from uwbench.report import study, tables
+    from uwbench.report.data import study
+    from uwbench.report.analysis.labels import label_flags
+    from uwbench.report.analysis.summary import summarize
+    from uwbench.report.rendering.tables import cells_table, paper_tables
     from uwbench.sweeps import common
     from uwbench.tracking.mlflow import Run, ensure_experiment
     from uwbench.training.config import resolve_run
@@ -79,11 +82,11 @@ def test_a_registered_axis_reaches_tags_csv_labels_and_cell_ids(tmp_path, tracki
         view = study.load(path, snap.runs)
         assert [c.axes["word_size"] for c in view.cells] == [16, 32]
         assert [c.label for c in view.cells] == ["DNC W=16", "DNC W=32"]
-        summary = tables.summarize(view, snap.runs)
-        assert tables.label_flags(summary)["mention"] == {"word_size"}
-        labels = tables.cells_table(summary, view).rows
+        summary = summarize(view, snap.runs)
+        assert label_flags(summary)["mention"] == {"word_size"}
+        labels = cells_table(summary, view).rows
         assert [r[1] for r in labels] == ["DNC (W=16)", "DNC (W=32)"]  # report labels
-        assert [b.rows[0][0] for b in tables.paper_tables(summary, view)] == ["DNC (W=16)"]
+        assert [b.rows[0][0] for b in paper_tables(summary, view)] == ["DNC (W=16)"]
     assert "word_size" not in axes.names() and "word_size" not in snapshot.columns()
 
 

@@ -1,7 +1,7 @@
 """Every report committed under reports/ is what `uwbench report` makes of its own runs.csv: rebuilt from
 the snapshot alone (runs.csv, curves.csv, traces.csv copied to a fresh folder), every text file comes out
 with the same bytes and every figure with the same pixels within the documented tolerance
-(`uwbench.report.compare`), and no committed file is missing from the rebuild or left over by it.
+(`uwbench.report.rendering.compare`), and no committed file is missing from the rebuild or left over by it.
 
 The rule itself is tested on copies of a committed report: a figure with a few pixels moved by a few
 levels is the same report, a changed number in a table or in the HTML text is not."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from uwbench.snapshot.folders import is_board_folder
-from uwbench.report import compare
+from uwbench.report.rendering import compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # every report folder, a report of its own inside a study's folder too (reports/<id>/t100/); a snapshot-only

@@ -344,7 +344,7 @@ def holds_value(token: str, figure: str) -> bool:
 
 def test_a_misnamed_function_and_a_missing_file_are_caught(tmp_path):
     assert not name_resolves("theory.schedule_table") and name_resolves("writer_bounds.schedule_table")
-    assert name_resolves("uwbench.report.readme_block.render") and not name_resolves("uwbench.report.nothing_here")
+    assert name_resolves("uwbench.report.rendering.readme_block.render") and not name_resolves("uwbench.report.nothing_here")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "x.md").write_text("It took 12.5 s (`benchmarks/results/none.json`).\n", encoding="utf-8")
     assert figure_errors(str(tmp_path)) == [

@@ -13,6 +13,9 @@ The layers are of packages: each subpackage (``uwbench.report``) or top-level mo
 or a lower one, and no two units import each other, directly or round a loop (``test_no_package_cycles``):
 so a module cycle between packages is caught even when every one of its modules sits in one layer.
 
+Inside ``uwbench.report`` the same rule holds for the stages of its pipeline (``REPORT_STAGES``): data <
+analysis < verdicts < rendering, a stage never importing a later one nor the package's ``__init__``.
+
 Plugin loading is the one arrow allowed to point up: ``uwbench.registry`` loads the built-in task,
 model and writer modules by name (as it loads ``$UWBENCH_PLUGINS``), and they register themselves into
 it (``LOADS_PLUGINS``).
@@ -39,20 +42,28 @@ LAYERS = [
     {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.suggest", "uwbench.registry",
      "uwbench.paths", "uwbench.values", "uwbench.atomic", "uwbench.theory", "uwbench.writer_bounds", "uwbench.axes",
      "uwbench.metrics", "uwbench.selection", "uwbench.native", "uwbench.writing", "uwbench.tasks",
-     "uwbench.models", "uwbench.analysis"},
+     "uwbench.models", "uwbench.analysis", "uwbench.tabular", "uwbench.png"},
     # study files, the trainer, MLflow
     {"uwbench.spec", "uwbench.training", "uwbench.tracking"},
     # the recorded runs (runs.csv, curves.csv, traces.csv): what sweeps restore and reports compute from
     {"uwbench.snapshot"},
     # runs made: sweeps (restore puts a snapshot back) and speed benchmarks
     {"uwbench.sweeps", "uwbench.bench"},
-    # reports, from snapshots, reading a sweep's Optuna storage for the search analysis
+    # reports, from snapshots, reading a sweep's Optuna storage for the search analysis (inside, the pipeline of
+    # REPORT_STAGES)
     {"uwbench.report"},
     # the leaderboard: sweeps a row, computes its board with the report's tables and tests
     {"uwbench.leaderboard"},
     {"uwbench.commands"},
     {"uwbench.cli", "uwbench.__main__", "uwbench.dashboard"},
 ]
+
+
+# Within ``uwbench.report``, the stages of its pipeline, lowest first: a stage's modules import their own stage or
+# a lower one, never a higher one, nor the package's ``__init__`` (``report_study``, above every stage). Every module
+# of the package but its ``__init__`` is in one stage.
+REPORT = "uwbench.report"
+REPORT_STAGES = ["uwbench.report.data", "uwbench.report.analysis", "uwbench.report.verdicts", "uwbench.report.rendering"]
 
 
 def modules(root: str = ROOT) -> Dict[str, str]:
@@ -183,6 +194,24 @@ def upward_imports(modules_graph: Dict[str, Set[str]]) -> List[str]:
             for t in sorted(modules_graph[mod]) if _layer(t) > _layer(mod)]
 
 
+def stage(mod: str):
+    """The rank of the report stage ``mod`` belongs to (``REPORT_STAGES``); the package's ``__init__`` ranks above
+    them all; None outside ``uwbench.report``."""
+    if mod == REPORT:
+        return len(REPORT_STAGES)
+    for rank, package in enumerate(REPORT_STAGES):
+        if mod == package or mod.startswith(package + "."):
+            return rank
+    return None
+
+
+def backward_stage_imports(modules_graph: Dict[str, Set[str]]) -> List[str]:
+    """Each import of a report module from a later stage of the pipeline than its own, as a line."""
+    return [f"{mod} ({REPORT_STAGES[stage(mod)].rpartition('.')[2]}) imports {t}"
+            for mod in sorted(modules_graph) if stage(mod) is not None and mod != REPORT
+            for t in sorted(modules_graph[mod]) if stage(t) is not None and stage(t) > stage(mod)]
+
+
 def test_the_parser_sees_module_and_function_level_imports():
     assert "uwbench.sweeps.planning" in GRAPH["uwbench.sweeps.backends.optuna"]  # module level
     assert "uwbench.tracking.mlflow" in GRAPH["uwbench.sweeps.common"]  # inside functions only
@@ -191,7 +220,7 @@ def test_the_parser_sees_module_and_function_level_imports():
 
 
 def test_two_packages_importing_each_other_are_a_package_cycle_with_no_module_cycle():
-    knot = {"uwbench.report.index": {"uwbench.leaderboard.steps"},
+    knot = {"uwbench.report.rendering.index": {"uwbench.leaderboard.steps"},
             "uwbench.leaderboard.steps": {"uwbench.report.board"}, "uwbench.report.board": set()}
     assert _cycles(knot) == [] and _cycles(package_graph(knot)) == [["uwbench.leaderboard", "uwbench.report"]]
 
@@ -224,3 +253,23 @@ def test_errors_imports_no_other_module():
     """``uwbench.errors`` holds the base of the user's errors (``UserError``) that every module derives from, so it
     sits below them all: it imports no module of the package, not even inside a function."""
     assert GRAPH["uwbench.errors"] == set()
+
+
+def test_every_report_module_is_in_one_stage():
+    outside = [m for m in MODULES if (m == REPORT or m.startswith(REPORT + ".")) and m != REPORT and stage(m) is None]
+    assert not outside, "report modules in no stage of REPORT_STAGES: " + ", ".join(sorted(outside))
+
+
+def test_report_stages_import_one_way():
+    """data < analysis < verdicts < rendering: calculation never imports the text, figures and files made of it."""
+    backward = backward_stage_imports(GRAPH)
+    assert not backward, "report modules importing a later stage of the pipeline:\n" + "\n".join(backward)
+
+
+def test_an_analysis_module_importing_rendering_is_caught():
+    knot = {"uwbench.report.analysis.summary": {"uwbench.report.rendering.text", "uwbench.report.data.study"},
+            "uwbench.report.rendering.text": {"uwbench.report.analysis.summary"},
+            "uwbench.report.verdicts.judge": {"uwbench.report"}, "uwbench.report.data.study": set()}
+    assert backward_stage_imports(knot) == [
+        "uwbench.report.analysis.summary (analysis) imports uwbench.report.rendering.text",
+        "uwbench.report.verdicts.judge (verdicts) imports uwbench.report"]

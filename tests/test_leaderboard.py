@@ -17,7 +17,7 @@ import pytest
 
 from uwbench.leaderboard import board as board_mod
 from uwbench.leaderboard import render as board_render
-from uwbench.report import stats
+from uwbench.report.verdicts.judge import stats
 from uwbench.snapshot import Snapshot, curves_text, runs_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -395,7 +395,7 @@ def rebuild_differences(folder: str, tmp_path) -> list:
     figures by pixels within its tolerance; no file missing or left over); empty when there is no diff."""
     from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
-    from uwbench.report import compare
+    from uwbench.report.rendering import compare
 
     fresh = tmp_path / "rebuilt" / os.path.basename(folder)
     fresh.mkdir(parents=True)
@@ -432,7 +432,7 @@ def test_a_fixture_board_rebuilds_from_its_runs_csv_with_no_diff(tmp_path):
     runs = (edited / "runs.csv").read_text()
     (edited / "runs.csv").write_text(runs.replace(",0.5,", ",0.45,", 1))
     assert main(["leaderboard", "--rebuild", "--board", str(edited)]) == 0
-    from uwbench.report import compare
+    from uwbench.report.rendering import compare
 
     assert {d.split(":")[0] for d in compare.folder_differences(str(board), str(edited))} >= {
         "board.md", "board.csv", "cells.csv", "runs.csv"}
@@ -458,7 +458,7 @@ def test_writing_the_board_folder_rewrites_the_readme_board_block_beside_it(tmp_
     from uwbench.leaderboard import steps as lb
     from uwbench.cli import main
     from uwbench.leaderboard import readme as board_readme
-    from uwbench.report import readme_block
+    from uwbench.report.rendering import readme_block
 
     folder = tmp_path / "reports" / "leaderboard"
     readme = tmp_path / "README.md"
@@ -840,7 +840,7 @@ def test_the_reports_index_links_a_board_folder_to_its_board_or_its_progress(tmp
     """A board folder (board.md, or progress.md while its baselines are being recorded) is no study report:
     the reports' index links its page, and the README's results block leaves it out."""
     from uwbench.leaderboard import steps as lb
-    from uwbench.report import index, readme_block
+    from uwbench.report.rendering import index, readme_block
 
     studies = tmp_path / "studies"
     studies.mkdir()

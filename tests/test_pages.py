@@ -1,4 +1,4 @@
-"""The HTML pages are their Markdown rendered (uwbench.report.page): every committed report.html and board.html
+"""The HTML pages are their Markdown rendered (uwbench.report.rendering.page): every committed report.html and board.html
 is what the renderer makes of the README.md / board.md beside it, shows no Markdown left raw in its text
 (backticks, ``](``, ``**``) and no block (a table or a paragraph) twice. The same checks on
 what headless chromium renders of one committed page."""
@@ -13,7 +13,7 @@ from typing import List
 import pytest
 
 from conftest import CHROMIUM, run_chromium
-from uwbench.report import compare, page
+from uwbench.report.rendering import compare, page
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = sorted(glob.glob(os.path.join(ROOT, "reports", "*", "report.html"))

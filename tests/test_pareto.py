@@ -231,7 +231,8 @@ def _report_rows():
 
 def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tmp_path):
     from uwbench import snapshot
-    from uwbench.report import render, study as study_mod
+    from uwbench.report.rendering import render
+    from uwbench.report.data import study as study_mod
 
     snap = snapshot.Snapshot(snapshot.runs_text(_report_rows()))
     view = study_mod.load(PARETO_STUDY, snap.runs)
@@ -257,7 +258,8 @@ def test_the_report_draws_the_pareto_front_and_lists_the_pareto_optimal_cells(tm
 
 def test_a_single_objective_report_has_no_pareto_section(tmp_path):
     from uwbench import snapshot
-    from uwbench.report import render, study as study_mod
+    from uwbench.report.rendering import render
+    from uwbench.report.data import study as study_mod
 
     snap = snapshot.Snapshot.from_dir(os.path.join(ROOT, "reports", "quickstart"))
     view = study_mod.load(os.path.join(ROOT, "studies", "quickstart.yaml"), snap.runs)

@@ -1,4 +1,4 @@
-"""A study's run sets under two protocols side by side (``report/protocols.py``): the fixture's runs as the
+"""A study's run sets under two protocols side by side (``report/data/protocols.py``, ``report/verdicts/protocols.py``, ``report/rendering/protocols.py``): the fixture's runs as the
 read-only decoder's, and a copy of them with other test values as the writing decoder's, in a snapshot
 folder inside the report folder."""
 from __future__ import annotations
@@ -10,7 +10,10 @@ import pytest
 import yaml
 
 from uwbench import snapshot
-from uwbench.report import protocols, render, study
+from uwbench.report.data.protocols import RunSet, protocol_text
+from uwbench.report.verdicts.protocols import points
+from uwbench.report.rendering import render
+from uwbench.report.data import study
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
@@ -93,7 +96,7 @@ def test_without_protocols_there_is_no_table(tmp_path):
     snap = snapshot.Snapshot.from_dir(FIXTURE)
     render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
     assert not (tmp_path / "r" / "protocols.md").exists()
-    assert protocols.protocol_text(snap.runs) == ""  # the fixture predates the protocol columns
+    assert protocol_text(snap.runs) == ""  # the fixture predates the protocol columns
 
 
 def test_a_report_still_showing_the_other_run_set_says_so_instead_of_comparing_it_with_itself(tmp_path):
@@ -117,8 +120,8 @@ def test_the_protocols_figure_draws_every_seed_of_every_run_set_and_the_readme_s
     assert "![" in (text := (folder / "README.md").read_text(encoding="utf-8")) and "(protocols.png)" in text
     own = snapshot.Snapshot.from_dir(str(folder))  # the report's own snapshot, as written
     other = snapshot.Snapshot.from_dir(str(folder / "decoder_writes"))
-    pts = protocols.points(_view(), protocols.RunSet("read-only decoder", own.runs, own.curves),
-                           [protocols.RunSet("decoder writes", other.runs, other.curves, "decoder_writes")])
+    pts = points(_view(), RunSet("read-only decoder", own.runs, own.curves),
+                           [RunSet("decoder writes", other.runs, other.curves, "decoder_writes")])
     summary = rep.summary.set_index("cell")
     assert [label for label, _ in pts.sets] == ["read-only decoder", "decoder writes"]
     for cell, seeds in pts.sets[0][1].items():  # the study's own set: exactly the table's per-seed values
@@ -132,4 +135,4 @@ def test_without_other_run_sets_there_is_no_protocols_figure(tmp_path):
     snap = snapshot.Snapshot.from_dir(FIXTURE)
     render.build_report(_view(with_protocols=False), snap, str(tmp_path / "r"))
     assert not (tmp_path / "r" / "protocols.png").exists()
-    assert protocols.points(_view(), protocols.RunSet("own", snap.runs, snap.curves), []) is None
+    assert points(_view(), RunSet("own", snap.runs, snap.curves), []) is None

@@ -22,7 +22,7 @@ import pytest
 
 from uwbench.snapshot.folders import is_board_folder
 from uwbench.leaderboard import readme as board_readme
-from uwbench.report import readme_block
+from uwbench.report.rendering import readme_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -56,7 +56,7 @@ def test_the_block_names_each_committed_claim_with_its_verdict_and_report():
     """Not an empty table: every claim of a paper study's verdicts.csv appears with its verdict and a link."""
     import pandas as pd
 
-    from uwbench.report.claims import CLAIMS
+    from uwbench.report.verdicts.claims import CLAIMS
 
     texts = {c.id: c.text for c in CLAIMS}
     block = readme_block.render(REPORTS, STUDIES, ROOT)

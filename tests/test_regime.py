@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from uwbench.report import regime, tables
-from uwbench.report.regime import AT_GUESS, CONVERGED, RISING, UNKNOWN
+from uwbench.report.verdicts import regime
+from uwbench.report.analysis.summary import MATCHES, OFF, REDUCED, verdict
+from uwbench.report.verdicts.regime import AT_GUESS, CONVERGED, RISING, UNKNOWN
 from uwbench.tasks.chance import chance_level, chance_of
 from uwbench.tasks.base import build_task
 
@@ -75,9 +76,10 @@ def test_a_run_that_collapsed_after_its_best_is_read_up_to_it():
     plain = curves({"ok": learned, "dead": dead}, loss=0.4)
     assert acc(plain, guess_loss=2.25).state == regime.FALLING and acc(plain, guess_loss=2.25).collapsed == ()
     # the regime table counts the collapsed runs of the cell
-    from uwbench.report import verdicts
+    from uwbench.report.rendering import verdict_tables
+    from uwbench.report.verdicts import judge as verdicts
 
-    t = verdicts.Verdicts([], [], None, {"c": g}).regime_table()
+    t = verdict_tables.regime_table(verdicts.Verdicts([], [], None, {"c": g}))
     assert t.rows[0][t.columns.index("collapsed late")] == "1 of 2"
     assert t.csv_rows[0][t.csv_columns.index("collapsed")] == 1 and t.csv_rows[0][t.csv_columns.index("runs")] == 2
     # a run back at the guessing level after its best that then climbs part of the way back collapsed too
@@ -123,10 +125,10 @@ def test_guessing_levels_of_real_tasks():
 
 
 def test_matches_only_at_the_papers_budget():
-    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0) == tables.MATCHES
-    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=2000, paper_steps=10000) == tables.REDUCED
-    assert tables.verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.MATCHES
-    assert tables.verdict(20.0, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == tables.OFF
+    assert verdict(0.5, 1.0, 68.0, "accuracy", 5.0) == MATCHES
+    assert verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=2000, paper_steps=10000) == REDUCED
+    assert verdict(0.5, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == MATCHES
+    assert verdict(20.0, 1.0, 68.0, "accuracy", 5.0, steps=10000, paper_steps=10000) == OFF
 
 
 def test_the_largest_gradient_after_the_warmup_is_the_cells_grad_peak_and_a_regime_column():
@@ -134,7 +136,8 @@ def test_the_largest_gradient_after_the_warmup_is_the_cells_grad_peak_and_a_regi
     large and harmless), the peak is the largest later window over the cell's runs, and the regime table
     shows the column only when some run recorded it."""
     from uwbench import metrics
-    from uwbench.report import verdicts
+    from uwbench.report.rendering import verdict_tables
+    from uwbench.report.verdicts import judge as verdicts
 
     flat = [0.5] * 40  # 10,000 updates, every 250
     frame = curves({"a": flat, "b": flat}, loss=0.4)
@@ -148,7 +151,7 @@ def test_the_largest_gradient_after_the_warmup_is_the_cells_grad_peak_and_a_regi
     assert acc(short).state == regime.UNKNOWN and acc(short).grad_peak == pytest.approx(7.0)  # shown all the same
 
     def table(regimes):
-        return verdicts.Verdicts([], [], None, regimes).regime_table()
+        return verdict_tables.regime_table(verdicts.Verdicts([], [], None, regimes))
     with_col = table({"c": g})
     assert with_col.csv_columns[-2] == "grad_norm_peak" and with_col.rows[0][-1] == "1974"
     assert "grad_norm_peak" not in table({"c": acc(frame, guess_loss=2.25)}).csv_columns

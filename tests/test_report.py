@@ -15,7 +15,12 @@ import pytest
 import yaml
 
 from uwbench import snapshot
-from uwbench.report import figures, formats, index, render, study, tables, timing
+from uwbench.report.rendering import figures, index, render
+from uwbench.report.data import study
+from uwbench.report.data.traces import trace_arrays
+from uwbench.report.analysis import timing
+from uwbench.report.analysis.summary import FAILED, INCOMPLETE, MATCHES, NOT_RUN, OFF, OK, WITHIN, summarize, verdict
+from uwbench.tabular import Table, to_latex, to_markdown
 from conftest import CHROMIUM, run_chromium
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,14 +71,14 @@ def test_summary_semantics(fixture_report):
     assert uw["n"] == 3 and uw["n_trials"] == 1 and uw["grid_points"] == 2 and uw["lr"] == pytest.approx(1e-3)
     assert uw["mean"] < 99.0
     # failed and never-run cells are shown as such
-    assert s.loc["dnc-copy-T100", "state"] == tables.FAILED
-    assert s.loc["dnc_cuw-copy-T100", "state"] == tables.NOT_RUN
+    assert s.loc["dnc-copy-T100", "state"] == FAILED
+    assert s.loc["dnc_cuw-copy-T100", "state"] == NOT_RUN
     assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 1
     md = open(os.path.join(fixture_report.folder, "accuracy.md"), encoding="utf-8").read()
     assert "failed (0/3)" in md and "not run" in md and "n=2, 1 failed" in md
     # diff = ours - paper, with the paper beside it
     assert uw["diff"] == pytest.approx(uw["mean"] - 97.7)
-    assert fixture_report.status == tables.OFF  # the worst cell decides
+    assert fixture_report.status == OFF  # the worst cell decides
     red = timing.time_reductions(fixture_report.summary).set_index("cell")
     assert set(red.index) == {"dnc_uw-copy-T50", "dnc_cuw-copy-T50"}
     assert red.loc["dnc_uw-copy-T50", "reduction"] == pytest.approx(
@@ -83,12 +88,12 @@ def test_summary_semantics(fixture_report):
 
 
 def test_verdicts():
-    assert tables.verdict(-0.5, None, 90.0, "accuracy", 5.0) == tables.MATCHES
-    assert tables.verdict(-3.0, 2.0, 90.0, "accuracy", 5.0) == tables.MATCHES  # within 2 std
-    assert tables.verdict(-3.0, 0.1, 90.0, "accuracy", 5.0) == tables.WITHIN
-    assert tables.verdict(-9.0, 0.1, 90.0, "accuracy", 5.0) == tables.OFF
-    assert tables.verdict(0.1, None, 1.0, "mse", 0.25) == tables.WITHIN
-    assert tables.verdict(None, None, None, "accuracy", 5.0) == ""
+    assert verdict(-0.5, None, 90.0, "accuracy", 5.0) == MATCHES
+    assert verdict(-3.0, 2.0, 90.0, "accuracy", 5.0) == MATCHES  # within 2 std
+    assert verdict(-3.0, 0.1, 90.0, "accuracy", 5.0) == WITHIN
+    assert verdict(-9.0, 0.1, 90.0, "accuracy", 5.0) == OFF
+    assert verdict(0.1, None, 1.0, "mse", 0.25) == WITHIN
+    assert verdict(None, None, None, "accuracy", 5.0) == ""
 
 
 def test_the_runs_of_two_sweep_backends_are_never_pooled():
@@ -111,11 +116,11 @@ def test_the_runs_of_two_sweep_backends_are_never_pooled():
 
 
 def test_text_writers_escape():
-    t = formats.Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
+    t = Table(title="a_b 50%", columns=["Model", "x|y"], rows=[["DNC+UW", "1.0 ± 0.1"]],
                      groups=[("", 1), ("g", 1)])
-    md = formats.to_markdown(t)
+    md = to_markdown(t)
     assert "x\\|y" in md and md.count("\n") == 3
-    tex = formats.to_latex(t)
+    tex = to_latex(t)
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex and r"a\_b 50\%" in tex
 
 
@@ -185,7 +190,7 @@ def test_heatmap_from_a_model_trace():
     trace = {"write_weights": torch.rand(2, S, N), "read_weights": torch.rand(2, S, 1, N),
              "write_gate": torch.rand(2, S), "write_mask": torch.tensor([True, False] * (S // 2)),
              "cache_attention": {1: torch.rand(2, 2), 3: torch.rand(2, 2)}, "encoder_steps": 4}
-    arrays = figures.trace_arrays(trace)
+    arrays = trace_arrays(trace)
     assert arrays["write_weights"].shape == (S, N) and arrays["read_weights"].shape == (S, N)
     assert arrays["write_gate"].shape == (S, 1) and arrays["cache_attention"].shape == (2, 2)
     fig = figures.memory_heatmaps({"c": arrays}, {"c": "DNC+UW"}, "Memory operations: test")
@@ -270,7 +275,7 @@ def test_report_from_a_real_sweep_then_rebuild_without_mlflow(tracking_uri, tmp_
     traces = snap.traces()
     assert sorted(traces) == cells and all(t["arrays"]["write_weights"].shape[1] == 2 for t in traces.values())
 
-    rep_summary = tables.summarize(study.load(QUICKSTART, snap.runs), snap.runs).set_index("cell")
+    rep_summary = summarize(study.load(QUICKSTART, snap.runs), snap.runs).set_index("cell")
     for cell in cells:  # the tables count the final re-runs only, never the search trials
         n_final = int((finals["cell"] == cell).sum())
         assert rep_summary.loc[cell, "n"] == n_final and rep_summary.loc[cell, "n_trials"] >= 1
@@ -444,7 +449,7 @@ def test_regression_study_reports_mse(tmp_path):
     rep = render.build_report(view, snapshot.Snapshot(snapshot.runs_text(rows)), str(tmp_path / "reg"), keep_figures=True)
     md = open(os.path.join(rep.folder, "accuracy.md"), encoding="utf-8").read()
     assert "Test MSE" in md and "1.055 ± 0.007 (n=2)" in md and "%" not in md
-    assert rep.status == tables.MATCHES and "theory_bound" not in rep.figures
+    assert rep.status == MATCHES and "theory_bound" not in rep.figures
     ax = rep.figures["accuracy_vs_ratio"].axes[0]
     assert ax.get_ylabel() == "test MSE"
 
@@ -486,7 +491,7 @@ def test_time_table_shows_cpu_seconds_when_the_snapshot_has_them(tmp_path):
 
 
 def test_trace_targets_prefer_writer_comparisons():
-    from uwbench.report import traces
+    from uwbench.report.data import traces
 
     rows = []
     for i, (task, model, writer) in enumerate([("add", "ntm", "regular")] * 1 + [("reverse", "ntm", "regular")]
@@ -512,7 +517,7 @@ def test_a_regression_trace_keeps_the_sequence_and_the_report_draws_it(tmp_path)
     """Sinusoid cells: the traced test sequence (input, truth, generated) and the write gate of every
     step become the appendix's generated-against-true figure, also after a rebuild from traces.csv."""
     torch = pytest.importorskip("torch")
-    from uwbench.report import traces
+    from uwbench.report.data import traces
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import build_components
 
@@ -643,12 +648,12 @@ def test_an_interrupted_run_makes_its_cell_incomplete_not_failed():
     failed = (frame["cell"] == "dnc-copy-T100") & (frame["status"] == "failed")
     assert failed.any()
     frame.loc[failed, "status"] = "killed"
-    s = tables.summarize(fixture_view(), frame).set_index("cell")
-    assert s.loc["dnc-copy-T100", "state"] == tables.INCOMPLETE and s.loc["dnc-copy-T100", "n_failed"] == 0
+    s = summarize(fixture_view(), frame).set_index("cell")
+    assert s.loc["dnc-copy-T100", "state"] == INCOMPLETE and s.loc["dnc-copy-T100", "n_failed"] == 0
     one = (frame["cell"] == "dnc_cuw-copy-T50") & (frame["status"] == "failed")
     frame.loc[one, "status"] = "killed"
-    s = tables.summarize(fixture_view(), frame).set_index("cell")
-    assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 0 and s.loc["dnc_cuw-copy-T50", "state"] == tables.OK
+    s = summarize(fixture_view(), frame).set_index("cell")
+    assert s.loc["dnc_cuw-copy-T50", "n_failed"] == 0 and s.loc["dnc_cuw-copy-T50", "state"] == OK
 
 
 def test_a_run_set_mixing_solo_and_population_training_says_so_and_keeps_the_column(tmp_path):

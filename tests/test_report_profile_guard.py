@@ -1,4 +1,4 @@
-"""No report replaces a committed report of another profile (`uwbench.report.guard`): `uwbench report
+"""No report replaces a committed report of another profile (`uwbench.report.data.guard`): `uwbench report
 --profile X` (what `make paper-cpu` runs) over a folder holding another profile's report is refused unless
 `--force`, and `make paper-cpu` writes its reports outside reports/ in the first place."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from uwbench import snapshot
-from uwbench.report import guard
+from uwbench.report.data import guard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

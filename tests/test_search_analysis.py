@@ -10,7 +10,11 @@ import os
 import pytest
 
 from uwbench import snapshot
-from uwbench.report import render, search, study, tables
+from uwbench.report.rendering import render
+from uwbench.report.analysis import search
+from uwbench.report.rendering import search as search_section
+from uwbench.report.data import study
+from uwbench.report.analysis.summary import summarize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICKSTART = os.path.join(os.path.dirname(HERE), "studies", "quickstart.yaml")
@@ -78,10 +82,10 @@ def journal(tmp_path_factory):
 def _analyse(rows, folder, storage=None, view=None):
     snap = snapshot.Snapshot(snapshot.runs_text(rows))
     view = view or study.load(QUICKSTART, snap.runs)
-    summary = tables.summarize(view, snap.runs)
+    summary = summarize(view, snap.runs)
     os.makedirs(folder, exist_ok=True)
-    files = []
-    analysis = search.analyse(view, summary, snap.runs, str(folder), files, storage=storage)
+    analysis = search.analyse(view, summary, snap.runs, storage=storage)
+    files = search_section.write(analysis, str(folder)) if analysis is not None else []
     return analysis, files
 
 
@@ -124,7 +128,7 @@ def test_importance_table_and_csv(journal, tmp_path):
     lines = (tmp_path / "importance.csv").read_text().splitlines()
     assert lines[0] == "cell,model,finished_trials,param,importance,rank"
     assert lines[1].startswith(f"{CELL},DNC,8,train.lr,") and lines[1].endswith(",1")
-    section = analysis.markdown()
+    section = search_section.markdown(analysis)
     assert section.startswith("## Search analysis") and f"search_{CELL.lower()}_contour.png" in section
     assert "fANOVA, seed 0" in section
 
@@ -153,7 +157,7 @@ def test_thin_cells_say_why_nothing_is_drawn(tmp_path):
     flat = _cell(analysis, "dnc-uniform")
     assert not flat.importance and "same objective" in flat.notes[0]
     assert [n for n, _ in flat.figures] == ["search_dnc-uniform_parallel", "search_dnc-uniform_slice"]
-    assert "need at least 2" in analysis.markdown()
+    assert "need at least 2" in search_section.markdown(analysis)
 
 
 def test_a_single_searched_parameter(tmp_path):

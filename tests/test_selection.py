@@ -48,7 +48,8 @@ def _records(cell_id, with_eval: bool):
 def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracking_uri):
     from uwbench.config import flatten
     from uwbench import snapshot
-    from uwbench.report import study, tables
+    from uwbench.report.data import study
+    from uwbench.report.analysis.summary import summarize
     from uwbench.spec import load_plan
     from uwbench.sweeps import common, display
     from uwbench.tracking.mlflow import Run, client
@@ -88,7 +89,7 @@ def test_summary_parent_run_and_report_name_the_best_eval_point(tmp_path, tracki
     # the report, from the same MLflow runs
     snap = snapshot.from_mlflow(plan.id, uri, with_curves=False)
     view = study.load(str(path), snap.runs)
-    summary = tables.summarize(view, snap.runs)
+    summary = summarize(view, snap.runs)
     assert summary.loc[0, "lr"] == pytest.approx(1e-3)
     assert summary.loc[0, "mean"] == pytest.approx(51.0) and summary.loc[0, "grid_points"] == 2
 
@@ -139,7 +140,8 @@ def test_curves_and_traces_show_the_runs_that_count():
     import pandas as pd
 
     from uwbench import snapshot
-    from uwbench.report import figures, traces
+    from uwbench.report.rendering import figures
+    from uwbench.report.data import traces
 
     rows = [{"study": "s", "cell": "dnc-uniform", "role": "final", "status": "finished", "seed": seed,
              "run_id": f"r{len(RUNS) - 1 - i}", "task": "copy", "model": "dnc", "controller": "ln_lstm", "writer": "uniform",

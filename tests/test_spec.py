@@ -121,7 +121,7 @@ def test_a_profile_names_the_paper_cells_its_renamed_cells_stand_for(tmp_path):
     assert (cpu.cell("lstm-T4").paper_cell, cpu.cell("lstm-T5").paper_cell) == ("lstm-T6", None)
     import pandas as pd
 
-    from uwbench.report import study as report_study
+    from uwbench.report.data import study as report_study
 
     view = report_study.from_spec(load(write(tmp_path, text)), "mini.yaml", pd.DataFrame({"spec_hash": [cpu.spec_hash]}))
     assert view.profiles == ["cpu"] and view.stand_ins().endswith("stands for: lstm-T4 → lstm-T6")  # the report says so

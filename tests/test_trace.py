@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from uwbench.cli import main
-from uwbench.report import falls
+from uwbench.report.rendering import falls
 from uwbench.training import trace as tr
 from uwbench.training.loop import train
 
@@ -164,7 +164,7 @@ def test_a_committed_trace_says_what_its_files_say(folder, tmp_path):
     """A committed trace's summary and figure are what its CSV files give (docs/findings.md quotes them)."""
     import json
 
-    from uwbench.report import compare
+    from uwbench.report.rendering import compare
 
     with open(os.path.join(folder, "meta.json")) as f:
         source = json.load(f)["source"]
@@ -223,7 +223,7 @@ def test_committed_branches_say_what_their_traces_say(folder, tmp_path):
     """A committed side-by-side table and figure are what their trace folders give."""
     import pandas as pd
 
-    from uwbench.report import compare
+    from uwbench.report.rendering import compare
 
     names = list(pd.read_csv(os.path.join(folder, "branches.csv"))["trace"])
     assert main(["trace", "--branches", *[os.path.join(folder, n) for n in names], "--out", str(tmp_path)]) == 0

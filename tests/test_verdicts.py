@@ -12,10 +12,16 @@ import pytest
 import yaml
 
 from uwbench import snapshot
-from uwbench.report import regime, render, stats, study, tables, verdicts
-from uwbench.report.regime import Regime
-from uwbench.report.compute import compute
-from uwbench.report.verdicts import INCONCLUSIVE, NO, NOT_TESTABLE, YES, Claim, Side
+from uwbench.report.verdicts import regime, stats
+from uwbench.report.rendering import render
+from uwbench.report.data import study
+from uwbench.report.rendering import verdict_tables
+from uwbench.report.verdicts import judge as verdicts
+from uwbench.report.analysis.summary import NOT_RUN, OK, summarize
+from uwbench.report.rendering.tables import paper_tables
+from uwbench.report.verdicts.regime import Regime
+from uwbench.report.analysis.compute import compute
+from uwbench.report.verdicts.judge import INCONCLUSIVE, NO, NOT_TESTABLE, YES, Claim, Side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "report")
@@ -33,8 +39,8 @@ def spread(mean, std, n):
 
 
 def cell(cell_id, model="dnc", writer="regular", task="copy", seq_len=50, memory_size=4, mean=None, std=None, n=3,
-         sec100=None, sec100_std=None, controller="ln_lstm", device="cpu", state=tables.OK, cpu100=None):
-    """One row of the report's cell table (``tables.summarize``) with the columns the verdicts read."""
+         sec100=None, sec100_std=None, controller="ln_lstm", device="cpu", state=OK, cpu100=None):
+    """One row of the report's cell table (``summarize``) with the columns the verdicts read."""
     cpu = spread(cpu100 if cpu100 is not None else sec100, sec100_std, n) if sec100 is not None else ()
     row = {}
     row.update(cell=cell_id, cache_size=None, hidden_size=None, paper=None, in_spec=True, task=task, model=model,
@@ -107,11 +113,11 @@ def test_orderings_per_paper_table_column():
     with open(os.path.join(FIXTURE, "study.yaml"), encoding="utf-8") as f:
         view = study.from_mapping(yaml.safe_load(f), "studies/fixture_copy.yaml")
     snap = snapshot.Snapshot.from_dir(FIXTURE)
-    summary = tables.summarize(view, snap.runs)
-    found = {o.column: o for o in verdicts.orderings(tables.paper_tables(summary, view))}
+    summary = summarize(view, snap.runs)
+    found = {o.column: o for o in verdicts.orderings(paper_tables(summary, view))}
     assert set(found) == {"T=50", "T=100"}
     for column, seq_len in (("T=50", 50), ("T=100", 100)):
-        done = summary[(summary["seq_len"] == seq_len) & (summary["state"] == tables.OK) & summary["paper"].notna()]
+        done = summary[(summary["seq_len"] == seq_len) & (summary["state"] == OK) & summary["paper"].notna()]
         assert found[column].n == len(done)
         want = stats.kendall(list(done["mean"]), list(done["paper"]))
         assert found[column].tau == pytest.approx(want.tau, abs=1e-6) if want.tau is not None else found[column].tau is None
@@ -130,7 +136,7 @@ def test_ordering_text_says_why_it_is_undefined():
 
 
 def test_the_one_rule_gate():
-    from uwbench.report.verdicts import Value
+    from uwbench.report.verdicts.judge import Value
 
     rising = Regime(regime.RISING, 2000, 5.8, detail="still improving by +5.8 points per 1,000 updates")
     ok = verdicts.gate(Value(95, 1, 3, "UW", regime=CONVERGED), Value(70, 2, 3, "DNC", regime=CONVERGED), True)
@@ -225,7 +231,7 @@ def test_pairs_hold_the_other_axes_fixed_and_absent_claims_are_skipped():
     ids = [x.claim.id for x in verdicts.claim_results(s)]
     assert ids == ["dnc-beats-lstm"]
     # cells not run are not compared
-    s2 = frame(cell("reg", mean=None, std=None, n=0, state=tables.NOT_RUN), cell("uw", writer="uniform", mean=95, std=1))
+    s2 = frame(cell("reg", mean=None, std=None, n=0, state=NOT_RUN), cell("uw", writer="uniform", mean=95, std=1))
     assert result("uw-beats-regular", s2) is None
 
 
@@ -395,6 +401,6 @@ def test_a_claim_is_stated_for_the_tasks_its_study_has():
     assert result("uw-beats-regular", both).text == "UW beats regular writing on copy and reverse"
     claim = next(c for c in verdicts.CLAIMS if c.id == "uw-cuw-cut-time")  # a claim for every task
     assert claim.text_for(["copy"]) == claim.text
-    table = verdicts.Verdicts([], [r], compute(copy_only.iloc[0:0], pd.DataFrame())).claim_table()
+    table = verdict_tables.claim_table(verdicts.Verdicts([], [r], compute(copy_only.iloc[0:0], pd.DataFrame())))
     assert table.rows[0][0] == "UW beats regular writing on copy"
     assert table.csv_columns[:2] == ["claim", "claim_text"] and table.csv_rows[0][1] == r.text

@@ -116,6 +116,8 @@ def figure(section: Dict[str, Any], path: str) -> str:
     ax.set_title(f"populations on {cfg['device']} (copy T={cfg['seq_len']}, batch {cfg['batch']})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from uwbench.png import save_png
+
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return path

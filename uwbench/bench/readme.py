@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from uwbench import atomic
 from uwbench.bench.sections import SECTIONS
+from uwbench.tabular import to_compact_markdown
 
 RESULTS = "benchmarks/results"
 README = "benchmarks/README.md"
@@ -65,15 +66,13 @@ def render(name: str, results_dir: str = RESULTS) -> str:
     file, result = found
     m = result["machine"]
     head = (f"Newest result: `{RESULTS}/{file}` ({str(result.get('date', ''))[:10]}; {m.get('cpu')}, "
-            f"{tables._flags(m)}{tables._isa(m)}; {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
+            f"{tables.flags_text(m)}{tables.isa_text(m)}; {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
             f"1 thread; load average {_load(result.get('load_average_start'))} at the start, "
             f"{_load(result.get('load_average_end'))} at the end).")
     lines = [head] + tables.RENDERERS[name](result["sections"][name])
     own = result["sections"][name].get("targets") or []
     if own:
-        lines += ["", "| target | measured | met | how |", "|---|---:|:-:|---|"]
-        lines += [f"| {t['target']} | {tables.fmt_measure(t)} | {'yes' if t['met'] else 'no'} | {t['using']} |"
-                  for t in own]
+        lines += [""] + to_compact_markdown(tables.targets_table(own), tables.TARGETS_ALIGN)
     return "\n".join(lines).strip("\n") + "\n"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from uwbench.bench.workloads import CUW_SCHEDULE, NO_ENCODER_MEMORY
+from uwbench.tabular import Table, to_compact_markdown
 
 
 def fmt(x: Optional[float], digits: int = 1) -> str:
@@ -24,12 +25,11 @@ def _headline(h: Dict[str, Any]) -> List[str]:
     c = h["config"]
     lines = ["", f"Headline: copy T={c['seq_len']} ({c['steps']} steps), batch {c['batch']}, H={c['hidden']}, "
                  f"D={c['memory_size']}, W={c['word_size']}, R={c['read_heads']}, forward+backward, 1 thread. "
-                 "ms per iteration (median).", "",
-             "| model | params | CPU ms | wall ms | x nn.LSTM | x our DNC (eager) | first call s |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in h["rows"]:
-        lines.append(f"| {r['label']} | {r['parameters']:,} | {fmt(r['median_cpu_ms'])} | {fmt(r['median_wall_ms'])} "
-                     f"| {r['x_nn_lstm']:.2f} | {r['x_dnc_regular']:.2f} | {fmt(r['first_call_s'], 2)} |")
+                 "ms per iteration (median).", ""]
+    table = Table("headline", ["model", "params", "CPU ms", "wall ms", "x nn.LSTM", "x our DNC (eager)", "first call s"],
+                  [[r["label"], f"{r['parameters']:,}", fmt(r["median_cpu_ms"]), fmt(r["median_wall_ms"]),
+                    f"{r['x_nn_lstm']:.2f}", f"{r['x_dnc_regular']:.2f}", fmt(r["first_call_s"], 2)] for r in h["rows"]])
+    lines += to_compact_markdown(table, "lrrrrrr")
     for n in h["notes"]:
         lines.append(f"\nNote: {n}")
     return lines
@@ -40,11 +40,7 @@ def _writers(w: Dict[str, Any]) -> List[str]:
                  "(regular vs an encoder that never touches the memory) bounds what skipping memory work can "
                  "save; a writer holding a fraction h of the encoder steps can save about share x h "
                  "(expected). CUW's schedule without its attention shows what its skipped memory work saves; "
-                 "the attention (CUW less that) is work the method adds.", "",
-             "| model | task | steps enc+dec | regular ms | uniform ms: cut (expected) "
-             "| cached_uniform ms: cut (expected) | CUW schedule without attention ms: cut (expected) "
-             "| CUW attention ms (share) | no encoder memory ms: share |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+                 "the attention (CUW less that) is work the method adds.", ""]
 
     def cell(r, k):
         if k not in r["reduction"]:
@@ -54,13 +50,16 @@ def _writers(w: Dict[str, Any]) -> List[str]:
     def attention(r):
         return f"{fmt(r['attention_ms'])} ({r['attention_share']:.1%})" if "attention_ms" in r else "-"
 
+    rows = []
     for r in w["rows"]:
         model = r["model"] + (" (compiled)" if r.get("compiled") else " (native)" if r.get("native") else "")
-        lines.append(f"| {model} | {r['task']} | {r['encoder_steps']}+{r['decoder_steps']} "
-                     f"| {fmt(r['ms']['regular'])} | {cell(r, 'uniform')} | {cell(r, 'cached_uniform')} "
-                     f"| {cell(r, CUW_SCHEDULE)} | {attention(r)} "
-                     f"| {fmt(r['ms'][NO_ENCODER_MEMORY])}: {r['encoder_memory_share']:.0%} |")
-    return lines
+        rows.append([model, r["task"], f"{r['encoder_steps']}+{r['decoder_steps']}", fmt(r["ms"]["regular"]),
+                     cell(r, "uniform"), cell(r, "cached_uniform"), cell(r, CUW_SCHEDULE), attention(r),
+                     f"{fmt(r['ms'][NO_ENCODER_MEMORY])}: {r['encoder_memory_share']:.0%}"])
+    table = Table("writers", ["model", "task", "steps enc+dec", "regular ms", "uniform ms: cut (expected)",
+                              "cached_uniform ms: cut (expected)", "CUW schedule without attention ms: cut (expected)",
+                              "CUW attention ms (share)", "no encoder memory ms: share"], rows)
+    return lines + to_compact_markdown(table, "llrrrrrrr")
 
 
 def _trainer(t: Dict[str, Any]) -> List[str]:
@@ -95,7 +94,7 @@ def _scaling(s: Dict[str, Any]) -> List[str]:
         for r in rows:
             if impl(r) not in impls:
                 impls.append(impl(r))
-        lines += ["| " + label + " | " + " | ".join(impls) + " |", "|---:|" + "---:|" * len(impls)]
+        body = []
         for v in sorted({r[key] for r in rows}):
             cells = []
             for name in impls:
@@ -106,7 +105,8 @@ def _scaling(s: Dict[str, Any]) -> List[str]:
                     cells.append("error")
                 else:
                     cells.append(f"{fmt(r['median_cpu_ms'], 0)} / {fmt(r['peak_rss_growth_mb'], 0)}")
-            lines.append(f"| {v} | " + " | ".join(cells) + " |")
+            body.append([str(v)] + cells)
+        lines += to_compact_markdown(Table(f"scaling against {axis}", [label] + impls, body), "r" * (len(impls) + 1))
     return lines
 
 
@@ -115,18 +115,21 @@ def _gpu(g: Dict[str, Any]) -> List[str]:
         return ["", f"GPU: skipped, {g['skipped']}."]
     c, d = g["config"], g["device"]
     lines = ["", f"GPU ({d['name']}, {d['memory_gb']} GB): regular DNC on copy T={c['seq_len']}, training updates per "
-                 f"second over {c['updates']} updates (the first apart).", "",
-             "| batch | path | updates/s | first update s | peak GPU memory MB |", "|---:|---|---:|---:|---:|"]
+                 f"second over {c['updates']} updates (the first apart).", ""]
+    paths = []
     for r in g["paths"]:
         ups = fmt(r["updates_per_s"]) if r["status"] == "finished" else f"{r['status']}: {r['error']}"
-        lines.append(f"| {r['batch']} | {r['path']} | {ups} | {fmt(r['first_update_s'], 2)} "
-                     f"| {fmt(r['peak_memory_mb'])} |")
-    lines += ["", "Trials sharing the GPU (separate processes started together, batch 64, default path):", "",
-              "| trials | updates/s in total | each | wall s |", "|---:|---:|---|---:|"]
+        paths.append([r["batch"], r["path"], ups, fmt(r["first_update_s"], 2), fmt(r["peak_memory_mb"])])
+    lines += to_compact_markdown(Table("GPU paths", ["batch", "path", "updates/s", "first update s",
+                                                     "peak GPU memory MB"], paths), "rlrrr")
+    lines += ["", "Trials sharing the GPU (separate processes started together, batch 64, default path):", ""]
+    sharing = []
     for r in g["sharing"]:
         each = ", ".join(fmt(u) for u in r["updates_per_s_each"]) or "-"
         errors = f" ({len(r['errors'])} failed: {r['errors'][0]})" if r.get("errors") else ""
-        lines.append(f"| {r['trials']} | {fmt(r['updates_per_s_total'])} | {each}{errors} | {fmt(r['wall_s'])} |")
+        sharing.append([r["trials"], fmt(r["updates_per_s_total"]), f"{each}{errors}", fmt(r["wall_s"])])
+    lines += to_compact_markdown(Table("GPU sharing", ["trials", "updates/s in total", "each", "wall s"], sharing),
+                                 "rrlr")
     return lines
 
 
@@ -135,21 +138,23 @@ def _population(p: Dict[str, Any]) -> List[str]:
     lines = ["", f"Populations on {c['device']} (copy T={c['seq_len']}, H={c['hidden']}, D={c['memory_size']}, "
                  f"W={c['word_size']}, batch {c['batch']}; {c['updates_per_run']} timed updates per run, medians of "
                  f"{c['rounds']} rounds): a member's time per update against the solo run's of the same round",
-             "", "| writer | path | K | member ms/update | member-updates/s | x solo |", "|---|---|---:|---:|---:|---:|"]
+             ""]
+    rows = []
     for writer, w in p["writers"].items():
         solo = w["solo"]
-        lines.append(f"| {writer} | solo | 1 | {solo['member_s_per_update'] * 1e3:.1f} | {solo['updates_per_s']:g} | 1 |")
+        rows.append([writer, "solo", 1, f"{solo['member_s_per_update'] * 1e3:.1f}", f"{solo['updates_per_s']:g}", 1])
         for row in w["populations"]:
-            lines.append(f"| {writer} | {w['path']} | {row['k']} | {row['member_s_per_update'] * 1e3:.1f} | "
-                         f"{row['member_updates_per_s']:g} | {row['ratio']:g} |")
-    return lines
+            rows.append([writer, w["path"], row["k"], f"{row['member_s_per_update'] * 1e3:.1f}",
+                         f"{row['member_updates_per_s']:g}", f"{row['ratio']:g}"])
+    table = Table("populations", ["writer", "path", "K", "member ms/update", "member-updates/s", "x solo"], rows)
+    return lines + to_compact_markdown(table, "llrrrr")
 
 
 RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "endtoend": _end_to_end,
              "scaling": _scaling, "population": _population, "gpu": _gpu}
 
 
-def _flags(machine: Dict[str, Any]) -> str:
+def flags_text(machine: Dict[str, Any]) -> str:
     """The CPU flags a result recorded, e.g. ``avx2 fma, no avx512f``; older results recorded none."""
     flags = machine.get("cpu_flags")
     if not flags:
@@ -159,26 +164,33 @@ def _flags(machine: Dict[str, Any]) -> str:
     return " ".join(have or ["none of " + ", ".join(flags)]) + (f"; no {', '.join(lack)}" if lack and have else "")
 
 
-def _isa(machine: Dict[str, Any]) -> str:
+def isa_text(machine: Dict[str, Any]) -> str:
     """The instruction-set caps a result ran under (``machine.isa_settings``), e.g. ``; run with
     UWBENCH_NATIVE_VECTOR=avx2``; empty where none (or none recorded)."""
     caps = machine.get("isa_settings") or {}
     return "; run with " + " ".join(f"{k}={v}" for k, v in caps.items()) if caps else ""
 
 
+TARGETS_ALIGN = "lrcl"
+
+
+def targets_table(targets) -> Table:
+    """The benchmark's targets: each measured value and whether it met its target."""
+    return Table("targets", ["target", "measured", "met", "how"],
+                 [[t["target"], fmt_measure(t), "yes" if t["met"] else "no", t["using"]] for t in targets])
+
+
 def format_tables(result: Dict[str, Any]) -> str:
     """Markdown tables of a result dict, one block per section that ran, then the targets."""
     m = result.get("machine", {})
     lines: List[str] = [
-        f"Machine: {m.get('cpu')} ({_flags(m)}{_isa(m)}), {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
+        f"Machine: {m.get('cpu')} ({flags_text(m)}{isa_text(m)}), {m.get('logical_cores')} logical cores, torch {m.get('torch')}, "
         "1 thread; "
         f"load average {result.get('load_average_start')} -> {result.get('load_average_end')}; "
         f"mode {result.get('mode')}."]
     for name, section in result["sections"].items():
         lines += RENDERERS[name](section)
     if result.get("targets"):
-        lines += ["", "Targets:", "", "| target | measured | met | how |", "|---|---:|:-:|---|"]
-        for t in result["targets"]:
-            lines.append(f"| {t['target']} | {fmt_measure(t)} | {'yes' if t['met'] else 'no'} | {t['using']} |")
+        lines += ["", "Targets:", ""] + to_compact_markdown(targets_table(result["targets"]), TARGETS_ALIGN)
     lines.append(f"\nTotal benchmark time: {result.get('seconds')} s.")
     return "\n".join(lines)

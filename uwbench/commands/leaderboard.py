@@ -214,9 +214,9 @@ def _benchmark(args) -> int:
         print(f"row {name} added to {args.board}")
         _refresh_readme(args.board)
     from uwbench.leaderboard import render as board_render
-    from uwbench.report import formats
+    from uwbench.tabular import to_markdown
 
-    print(formats.to_markdown(board_render.board_table(board)), end="")
+    print(to_markdown(board_render.board_table(board)), end="")
     if board.baseline_cells:  # how many baseline cells converged, and which columns count
         print(board_render.baselines_text(board).replace("**", ""))
     print(f"board: {os.path.join(out, 'board.md')}")

@@ -38,10 +38,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    """Write the reports; a figure or HTML page rebuilt the same (by ``uwbench.report.compare``'s rule:
+    """Write the reports; a figure or HTML page rebuilt the same (by ``uwbench.report.rendering.compare``'s rule:
     text byte for byte, figures by pixels within a tolerance) keeps its old bytes, so rebuilding unchanged
     runs on another machine leaves the committed reports untouched."""
-    from uwbench.report import compare
+    from uwbench.report.rendering import compare
     from uwbench.spec.plugins import import_plugins
 
     import_plugins()  # $UWBENCH_PLUGINS: extra tasks, models, writers, as in `uwbench sweep`
@@ -73,7 +73,8 @@ def _write(args) -> int:
     import sys
 
     from uwbench.commands.sweep import overrides
-    from uwbench.report import index as index_mod, report_from_csv, report_study
+    from uwbench.report import report_from_csv, report_study
+    from uwbench.report.rendering import index as index_mod
 
     if args.index_only:
         if args.studies or args.all or args.from_csv or args.assignments:
@@ -96,7 +97,7 @@ def _write(args) -> int:
     from uwbench.leaderboard import steps as lb
     from uwbench.snapshot.folders import is_board_folder
     from uwbench import spec as spec_mod
-    from uwbench.report.guard import ProfileClashError
+    from uwbench.report.data.guard import ProfileClashError
     from uwbench.tracking import mlflow as tracking
 
     paths = list(dict.fromkeys(paths))

@@ -136,21 +136,25 @@ def format_positions(positions: Optional[Sequence[int]]) -> str:
     return ",".join(map(str, positions[:3])) + f",...,{positions[-1]}"
 
 
+SCHEDULE_LAYOUT = "{0:<15}{1:>7}  {2:<24}{3:>16}{4:>14}{5:>11}  {6}"  # a line of the writers' table (``to_text``)
+
+
 def format_schedule_table(table) -> str:
     """The ``ScheduleTable`` as text: one row per writer, then the real and integer optima."""
+    from uwbench.tabular import Table, to_text
+
     sense = "maximum" if table.lam <= 1 else "minimum"
     lines = [
         f"Theorem 2 bound I_lambda: T={table.seq_len} tokens -> {table.n_steps} encoder steps "
         f"(end marker included), D={table.memory_size} slots, lambda={table.lam:g}, C={table.C:g}",
-        f"{'writer':<15}{'writes':>7}  {'write steps (0-indexed)':<24}{'I (last D kept)':>16}"
-        f"{'I (all kept)':>14}{'/ optimum':>11}  note",
     ]
+    shown = Table("schedule", ["writer", "writes", "write steps (0-indexed)", "I (last D kept)", "I (all kept)",
+                               "/ optimum", "note"], [])
     for r in table.rows:
         writes = f"{r.writes:.0f}" if r.positions is not None else f"~{r.writes:.1f}"
-        lines.append(
-            f"{r.writer:<15}{writes:>7}  {format_positions(r.positions):<24}{r.bound:>16.4f}"
-            f"{r.bound_all_writes:>14.4f}{r.of_optimum:>11.3f}  {r.note}"
-        )
+        shown.rows.append([r.writer, writes, format_positions(r.positions), f"{r.bound:.4f}",
+                           f"{r.bound_all_writes:.4f}", f"{r.of_optimum:.3f}", r.note])
+    lines += to_text(shown, SCHEDULE_LAYOUT)
     d = table.memory_size
     lines.append(
         f"optimum over the {table.n_steps} encoder steps the model runs (T+1): g_lambda({table.n_steps}, {d}) = "
@@ -337,9 +341,6 @@ def _slug(text: str) -> str:
 
 def _save(fig, out: str, filename: str) -> str:
     os.makedirs(out, exist_ok=True)
-    from uwbench import atomic
+    from uwbench.png import save_png
 
-    path = os.path.join(out, filename)
-    with atomic.replacing(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    return path
+    return save_png(fig, os.path.join(out, filename), dpi=120)

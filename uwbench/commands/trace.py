@@ -44,7 +44,7 @@ def run(args) -> int:
 
     from uwbench.config import ConfigError
     from uwbench.tracking import mlflow as tracking
-    from uwbench.report import falls
+    from uwbench.report.rendering import falls
     from uwbench.training import trace as tr
 
     if args.branches:

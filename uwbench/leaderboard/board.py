@@ -7,13 +7,13 @@ holding the suite's baseline runs and any writer's runs made at the same profile
   writer's group is made by `uwbench leaderboard`): the part of a cell id before its first '-'.
 - **a position** is a task at one T and D (a compression ratio (D+1)/T): the board's columns.
 - **a cell** is a row at a position: the test metric of its finished final runs as mean ± std over the
-  seeds (``tables.summarize``), its regime (``regime.regime``: has its learning curve converged?) and its
+  seeds (``summarize``), its regime (``regime.regime``: has its learning curve converged?) and its
   CPU seconds per 100 updates.
 - **tests**: each row against the uniform-writing row and the regular-writing row of its own model (of
   the DNC, ``REFERENCE_MODEL``, where its model has none but itself), at every counted position (below)
   both have: not testable when either cell has not converged, inconclusive with fewer than two seeds a
   side, else Welch's t-test, Holm-corrected across the row's comparisons with that reference at
-  ``stats.ALPHA`` (the rule of the paper's claims, ``verdicts.gate`` and ``verdicts.decide``): better,
+  ``stats.ALPHA`` (the rule of the paper's claims, ``judge.gate`` and ``judge.decide``): better,
   worse, or n.s.
 - **time**: the geometric mean over all positions (time needs no convergence) of the row's CPU seconds
   per 100 updates divided by those of its regular-writing reference (1.00 for the DNC's regular row, the
@@ -49,12 +49,14 @@ import numpy as np
 import pandas as pd
 
 from uwbench import metrics, selection
-from uwbench.report import regime as regime_mod
-from uwbench.report import tables, verdicts
-from uwbench.report.regime import Regime
-from uwbench.snapshot import Snapshot
-from uwbench.report.study import from_runs
 from uwbench.errors import UserError
+from uwbench.report.analysis.labels import model_label, task_label
+from uwbench.report.analysis.summary import OK, metric_info, summarize
+from uwbench.report.data.study import from_runs
+from uwbench.report.verdicts import judge as verdicts
+from uwbench.report.verdicts import regime as regime_mod
+from uwbench.report.verdicts.regime import Regime
+from uwbench.snapshot import Snapshot
 from uwbench.values import is_number, number_or_none
 
 REFERENCES = ("uniform", "regular")  # the writers every row is tested against, in the board's column order
@@ -89,7 +91,7 @@ class Position:
 
     @property
     def label(self) -> str:
-        return f"{tables.task_label(self.task)} {self.ratio:.0%}"
+        return f"{task_label(self.task)} {self.ratio:.0%}"
 
     def sort_key(self):
         order = TASK_ORDER.index(self.task) if self.task in TASK_ORDER else len(TASK_ORDER)
@@ -224,8 +226,8 @@ def build(snap: Snapshot) -> Board:
         raise UserError(f"the snapshot mixes the runs of profiles {', '.join(profiles)}: a board compares runs of "
                          "one profile; keep one (`uwbench leaderboard --profile`)")
     measure = selection.frame_measure(runs)
-    summary = tables.summarize(from_runs("leaderboard", runs), runs)
-    summary = summary[summary["state"] == tables.OK]
+    summary = summarize(from_runs("leaderboard", runs), runs)
+    summary = summary[summary["state"] == OK]
     rows = _rows(summary, snap.curves, measure)
     positions = sorted({p for r in rows.values() for p in r.cells}, key=Position.sort_key)
     base_study = baseline_study(runs)
@@ -309,7 +311,7 @@ def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure)
     for r in summary.to_dict("records"):
         name = row_of(r["cell"])
         if name not in rows:
-            rows[name] = Row(name, tables.model_label(r, flags), str(r["model"]), str(r["writer"]))
+            rows[name] = Row(name, model_label(r, flags), str(r["model"]), str(r["writer"]))
         pos = Position(str(r["task"]), int(r["seq_len"]), int(r["memory_size"]))
         if pos in rows[name].cells:
             raise UserError(f"row {name!r} has two cells at {pos.label} (T={pos.seq_len}, D={pos.memory_size}): "
@@ -325,7 +327,7 @@ def _rows(summary: pd.DataFrame, curves: pd.DataFrame, measure: metrics.Measure)
 
 def cell_regime(r, curves: pd.DataFrame, measure: metrics.Measure) -> Regime:
     """``regime.regime`` of one summary row, with its task's guessing level at its T."""
-    info = tables.metric_info(measure.name)
+    info = metric_info(measure.name)
     return regime_mod.regime(curves, r["run_ids"], info["curve"], measure.name, measure.scale,
                              measure.higher_is_better, "points" if measure.unit == "%" else measure.unit,
                              guess_loss=guess_loss(str(r["task"]), r["seq_len"]))

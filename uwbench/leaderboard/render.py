@@ -1,5 +1,5 @@
 """The leaderboard's files: ``board.md`` (the page), ``board.csv`` (one line per row), ``cells.csv`` (one
-line per row and position, with every test), ``board.html`` (``board.md`` rendered by ``uwbench.report.page``,
+line per row and position, with every test), ``board.html`` (``board.md`` rendered by ``uwbench.report.rendering.page``,
 the figure embedded) and ``pareto.png`` (mean value against mean CPU seconds per 100 updates; absent when no
 column is counted). The header says how many baseline cells
 converged, of how many, which did not, and which columns are therefore not counted (``board``'s module
@@ -11,7 +11,11 @@ import os
 from typing import Any, Dict, List, Optional
 
 from uwbench import atomic
-from uwbench.report import figures, formats, page, regime, stats, verdicts
+from uwbench.png import save_png
+from uwbench.report.rendering import figures, page
+from uwbench.report.rendering.text import rounded
+from uwbench.report.verdicts import judge as verdicts, regime, stats
+from uwbench.tabular import Table, fmt, to_markdown
 from uwbench.leaderboard.board import (MIN_CONVERGED, OUTCOME_OF, OUTCOMES, REFERENCE_LABEL, REFERENCES, TIME_REFERENCE,
                                   Board, Cell, Position, Row)
 from uwbench.snapshot import to_csv_text
@@ -47,7 +51,7 @@ def cell_text(cell: Optional[Cell], board: Board) -> str:
     if cell is None or cell.mean is None:
         return MISSING
     dec = _decimals(board)
-    text = formats.fmt(cell.mean, dec) + (f" ± {formats.fmt(cell.std, dec)}" if cell.std is not None else "")
+    text = fmt(cell.mean, dec) + (f" ± {fmt(cell.std, dec)}" if cell.std is not None else "")
     if board.seeds is not None and cell.n != board.seeds:
         text += f" (n={cell.n})"
     return text + ("" if cell.regime.converged else f" {NOT_CONVERGED}")
@@ -68,7 +72,7 @@ def column_label(p: Position, board: Board) -> str:
     return p.label + (f" {NOT_CONVERGED}" if p in board.excluded else "")
 
 
-def board_table(board: Board) -> formats.Table:
+def board_table(board: Board) -> Table:
     """The board: one line per row, ordered by mean rank."""
     vs = [f"vs {REFERENCE_LABEL[w]} (better / worse / n.s. / not testable)" for w in REFERENCES]
     columns = ["#", "Writer"] + [column_label(p, board) for p in board.positions] + vs + [
@@ -77,15 +81,15 @@ def board_table(board: Board) -> formats.Table:
     for i, r in enumerate(board.rows, start=1):
         rows.append([str(i), r.label] + [cell_text(r.cells.get(p), board) for p in board.positions]
                     + [counts_text(r, w) for w in REFERENCES]
-                    + [ratio_text(r.time_ratio), formats.fmt(r.mean_rank, 2) or MISSING])
+                    + [ratio_text(r.time_ratio), fmt(r.mean_rank, 2) or MISSING])
         line: List[Any] = [i, r.name, r.label, r.model, r.writer]
         for p in board.positions:
             c = r.cells.get(p)
-            line += [_r(c.mean), _r(c.std), c.n, c.regime.state] if c else ["", "", "", ""]
+            line += [rounded(c.mean), rounded(c.std), c.n, c.regime.state] if c else ["", "", "", ""]
         for w in REFERENCES:
             counts = r.counts(w)
             line += [r.references.get(w, "")] + ([counts[o] for o in OUTCOMES] if counts else [""] * len(OUTCOMES))
-        line += [_r(r.mean_value()), _r(r.mean_cpu100()), _r(r.time_ratio), _r(r.mean_rank),
+        line += [rounded(r.mean_value()), rounded(r.mean_cpu100()), rounded(r.time_ratio), rounded(r.mean_rank),
                  sum(c.rank is not None for c in r.cells.values())]
         csv_rows.append(line)
     csv_columns = ["rank", "row", "label", "model", "writer"]
@@ -95,11 +99,11 @@ def board_table(board: Board) -> formats.Table:
     for w in REFERENCES:
         csv_columns += [f"vs_{w}_row"] + [f"vs_{w}_{o.replace('.', '').replace(' ', '_')}" for o in OUTCOMES]
     csv_columns += ["mean_value", "cpu_seconds_per_100", "cpu_time_vs_regular", "mean_rank", "ranked_columns"]
-    return formats.Table(title="Leaderboard", columns=columns, rows=rows, csv_columns=csv_columns,
+    return Table(title="Leaderboard", columns=columns, rows=rows, csv_columns=csv_columns,
                          csv_rows=csv_rows)
 
 
-def cells_table(board: Board) -> formats.Table:
+def cells_table(board: Board) -> Table:
     """One line per row and position: the value, its regime and rank, and both tests (CSV only)."""
     columns = ["row", "label", "cell", "task", "seq_len", "memory_size", "compression_ratio", "mean", "std", "n",
                "regime", "regime_detail", "cpu_seconds_per_100", "rank"]
@@ -112,8 +116,8 @@ def cells_table(board: Board) -> formats.Table:
             c = r.cells.get(p)
             if c is None:
                 continue
-            line: List[Any] = [r.name, r.label, c.cell, p.task, p.seq_len, p.memory_size, _r(p.ratio), _r(c.mean),
-                               _r(c.std), c.n, c.regime.state, c.regime.detail, _r(c.cpu100), _r(c.rank)]
+            line: List[Any] = [r.name, r.label, c.cell, p.task, p.seq_len, p.memory_size, rounded(p.ratio), rounded(c.mean),
+                               rounded(c.std), c.n, c.regime.state, c.regime.detail, rounded(c.cpu100), rounded(c.rank)]
             for w in REFERENCES:
                 comp = r.tests.get(w, {}).get(p)
                 if comp is None and p in excluded and w in r.references:
@@ -121,13 +125,9 @@ def cells_table(board: Board) -> formats.Table:
                 elif comp is None:
                     line += ["", "", "", ""]
                 else:
-                    line += [OUTCOME_OF[comp.verdict], _r(comp.p), _r(comp.p_holm), comp.reason]
+                    line += [OUTCOME_OF[comp.verdict], rounded(comp.p), rounded(comp.p_holm), comp.reason]
             out.append(line)
-    return formats.Table(title="Cells", columns=columns, rows=[], csv_columns=columns, csv_rows=out)
-
-
-def _r(v) -> Any:
-    return "" if v is None else round(float(v), 6)
+    return Table(title="Cells", columns=columns, rows=[], csv_columns=columns, csv_rows=out)
 
 
 def excluded_reason(board: Board, p: Position) -> str:
@@ -216,7 +216,7 @@ def markdown(board: Board, title: str = "Leaderboard") -> str:
     note = code_note(board)
     if note:
         lines += [note, ""]
-    lines += [formats.to_markdown(board_table(board)).rstrip("\n"), "",
+    lines += [to_markdown(board_table(board)).rstrip("\n"), "",
               f"**How to read it.** {RULE}", "",
               "Files: [`board.csv`](board.csv) (this table), [`cells.csv`](cells.csv) (every cell with its "
               "regime, p-values and Holm-adjusted p-values), [`runs.csv`](runs.csv) and [`curves.csv`](curves.csv) "
@@ -248,7 +248,7 @@ def pareto_figure(board: Board):
     front = set(board.pareto())
     fig = figures.new_figure(7.0, 4.8)
     ax = fig.subplots()
-    for (r, x, y), color in zip(points, figures._colors(len(points))):
+    for (r, x, y), color in zip(points, figures.palette(len(points))):
         on = r.name in front
         ax.scatter([x], [y], s=60, color=color if on else "none", edgecolor=color if not on else "black",
                    linewidth=1.0, zorder=3, label=r.label)
@@ -272,7 +272,7 @@ def write(board: Board, folder: str, title: str = "Leaderboard") -> List[str]:
     fig = pareto_figure(board)  # first: the HTML page embeds it
     path = os.path.join(folder, "pareto.png")
     if fig is not None:
-        written.append(figures.save_png(fig, path))
+        written.append(save_png(fig, path))
     elif os.path.exists(path):
         os.remove(path)
     text = markdown(board, title)

@@ -2,12 +2,24 @@
 
 ``report_study("studies/quickstart.yaml")`` reads the study's runs from MLflow (or, when MLflow has none,
 from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and the index
-``reports/README.md``. Modules: ``study`` (the spec as the report sees it), ``tables``, ``figures``,
-``traces`` (memory traces from checkpoints), ``verdicts`` (the paper's claims and orderings checked),
-``search`` (search analysis of tuned studies), ``timing`` (the time tables), ``protocols`` (other run sets
-beside this one), ``render`` (the files and README.md), ``page`` (report.html: README.md rendered by
-markdown-it-py), ``index`` and ``readme_block`` (the reports' index and the README's results block). A present
-number is ``uwbench.values.is_number``.
+``reports/README.md``; ``report_from_csv`` rebuilds a report from its ``runs.csv`` alone.
+
+A report is a one-way pipeline of four subpackages, each importing only the ones before it
+(``tests/test_import_graph.py`` checks it):
+
+- ``data``: what the report reads: the study as the report sees it (``study``), other run sets beside it
+  (``protocols``), memory traces from checkpoints (``traces``), the profile guard of a folder (``guard``);
+- ``analysis``: values computed from it: per-cell summaries (``summary``), how cells are named (``labels``),
+  time (``timing``), cost (``compute``), the Pareto front (``pareto``), the search analysis (``search``);
+- ``verdicts``: the paper's claims as data (``claims``), each cell's regime (``regime``), the tests
+  (``stats``), the claims and orderings checked (``judge``) and run sets compared (``protocols``);
+- ``rendering``: the only part that writes files: tables as text (``tables``, ``text``, ``verdict_tables``,
+  ``protocols``, ``search``), figures (``figures``, ``search_figures``), the folder and its README
+  (``render``), report.html (``page``), the index and the README's results block (``index``,
+  ``readme_block``), a traced fall's files (``falls``) and the rebuild rule (``compare``).
+
+Calculation returns values; rendering lays them out and writes them. The table type is ``uwbench.tabular``'s,
+the PNG writer ``uwbench.png``'s, a present number ``uwbench.values.is_number``.
 
 Layers: a report is computed from a snapshot (``uwbench.snapshot``, below); its search analysis reads the
 Optuna storage a sweep kept (``uwbench.sweeps``, below); the leaderboard (``uwbench.leaderboard``) is above
@@ -35,17 +47,18 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     ``<out>/<id>/runs.csv``), ``auto`` (MLflow when it has the experiment, else the CSV, else an empty
     report with every cell not run). ``traces``: record memory traces from checkpoints (MLflow only).
     ``profile``: whose runs to report (default: the study's default profile if it has runs, then the
-    others; see ``study.select_run_set``). ``backend``: whose sweep (optuna | ray) to report when the
-    study was swept by both (default: the one with more finished final runs; see ``study.one_backend``).
+    others; see ``data.study.select_run_set``). ``backend``: whose sweep (optuna | ray) to report when the
+    study was swept by both (default: the one with more finished final runs; see ``data.study.one_backend``).
     ``storage``: the Optuna storage the sweep used (default: its default journal under runs/), read for the
-    search analysis of a report made from MLflow (``uwbench.report.search``). ``overrides``: the
+    search analysis of a report made from MLflow (``uwbench.report.analysis.search``). ``overrides``: the
     ``--set`` values of the sweep to report (``{section: {key: value}}``, part of its spec hash). A folder
-    holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
+    holding a report of another profile is not replaced unless ``force`` (``uwbench.report.data.guard``).
     """
     from uwbench import spec as spec_mod
     from uwbench import snapshot as snap_mod
     from uwbench.paths import user_folder
-    from uwbench.report import guard, index as index_mod, render, study as study_mod
+    from uwbench.report.data import guard, study as study_mod
+    from uwbench.report.rendering import index as index_mod, render
 
     if source not in SOURCES:
         raise UserError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -82,7 +95,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
                 found = _collect_traces(snap, [c.id for c in view.cells], tracking_uri, log)
                 snap = snap_mod.Snapshot(snap.runs_csv, snap.curves_csv, snap_mod.traces_text(found))
             log(f"{study_id}: {len(snap.runs)} runs from MLflow ({tracking.resolve_uri(tracking_uri)})")
-            from uwbench.report import search
+            from uwbench.report.analysis import search
 
             search_storage = storage or search.default_storage(study_id)
         elif source == "mlflow":
@@ -106,7 +119,7 @@ def report_study(path: str, tracking_uri: Optional[str] = None, out: str = DEFAU
     return report
 
 
-from uwbench.report.guard import generated as _generated  # noqa: E402 - where the marker lives (below index and render)
+from uwbench.report.data.guard import generated  # noqa: E402 - where the marker lives (below index and render)
 SNAPSHOT_FILES = ("runs.csv", "curves.csv", "traces.csv")
 
 
@@ -119,11 +132,13 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     above is rewritten only when that folder is a reports folder (its README.md is uwbench's index) and the
     snapshot's folder is named by its study; a folder with files of its own that the report would replace
     or remove (not a report folder) is refused. ``out`` given: ``<out>/<id>/`` and the index ``<out>/README.md``.
-    A folder holding a report of another profile is not replaced unless ``force`` (``uwbench.report.guard``).
+    A folder holding a report of another profile is not replaced unless ``force`` (``uwbench.report.data.guard``).
     """
     from uwbench import snapshot as snap_mod
     from uwbench.paths import user_folder
-    from uwbench.report import guard, index as index_mod, render
+    from uwbench.report.data import guard
+    from uwbench.report.data.study import study_for_snapshot
+    from uwbench.report.rendering import index as index_mod, render
 
     if out is not None:
         user_folder(out, "--out")  # never /, a system folder or the home folder itself
@@ -131,11 +146,11 @@ def report_from_csv(csv_path: str, out: Optional[str] = None, studies_dir: str =
     if os.path.basename(csv_path) != "runs.csv":
         raise UserError(f"--from-csv expects a report's runs.csv, got {csv_path!r}")
     snap = snap_mod.Snapshot.from_dir(src)
-    view = render.study_for_snapshot(snap, studies_dir, src)
+    view = study_for_snapshot(snap, studies_dir, src)
     if out is None:
         folder, root = src, os.path.dirname(src)
         _check_replaceable(src, render.GENERATED, GIVE_OUT)
-        index_root = root if os.path.basename(src) == view.id and _generated(os.path.join(root, "README.md")) else None
+        index_root = root if os.path.basename(src) == view.id and generated(os.path.join(root, "README.md")) else None
     else:
         folder, index_root = os.path.join(out, view.id), out
         _check_replaceable(folder, render.GENERATED, OTHER_OUT)
@@ -158,7 +173,7 @@ def _check_replaceable(folder: str, patterns, fix: str = GIVE_OUT) -> None:
     snapshot alone, or it is a report folder (its README.md generated). ``fix``: the way out the error names."""
     import glob
 
-    if not os.path.isdir(folder) or _generated(os.path.join(folder, "README.md")):
+    if not os.path.isdir(folder) or generated(os.path.join(folder, "README.md")):
         return
     theirs = sorted({os.path.basename(p) for pattern in patterns for p in glob.glob(os.path.join(folder, pattern))}
                     - set(SNAPSHOT_FILES))
@@ -169,7 +184,7 @@ def _check_replaceable(folder: str, patterns, fix: str = GIVE_OUT) -> None:
 
 
 def _collect_traces(snap, cell_order, uri, log):
-    from uwbench.report import traces as traces_mod
+    from uwbench.report.data import traces as traces_mod
 
     targets = traces_mod.trace_targets(snap.runs, cell_order)
     if not targets:

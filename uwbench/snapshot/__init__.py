@@ -12,7 +12,7 @@ Snapshot files (UTF-8, ``\\n`` line ends, rows sorted):
 - ``runs.csv``   one row per trial / final run (parent ``role=cell`` runs are left out): ``columns()``.
 - ``curves.csv`` the learning curves of the final runs: ``run_id, metric, step, value``.
 - ``traces.csv`` one recorded memory trace per traced cell (sample 0 of a test batch):
-  ``cell, run_id, array, row, col, value`` (see ``uwbench.report.figures.trace_arrays``).
+  ``cell, run_id, array, row, col, value`` (see ``uwbench.report.data.traces.trace_arrays``).
 
 Modules: ``columns`` (the files' columns and the restore tags), ``text`` (the text form), ``check`` (a file
 refused before use), ``files`` (``Snapshot``), ``mlflow_rows`` (MLflow's runs as rows), ``folders`` (a study

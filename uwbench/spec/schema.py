@@ -251,7 +251,7 @@ class OtherRunSet(Strict):
 
 
 class Protocols(Strict):
-    """Run sets of this study under other protocols, shown beside its own runs (``report/protocols.py``)."""
+    """Run sets of this study under other protocols, shown beside its own runs (``report/verdicts/protocols.py``)."""
 
     label: str  # this study's own runs, e.g. "read-only decoder (the paper's runs)"
     others: List[OtherRunSet] = Field(min_length=1)

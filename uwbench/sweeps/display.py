@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from uwbench import env, selection
 from uwbench.spec import Plan
 from uwbench.sweeps.common import Record, cell_result
+from uwbench.tabular import Table, to_text
 
 
 class Progress:
@@ -61,12 +62,15 @@ def describe_best(plan: Plan, records: Iterable[Record]) -> Optional[str]:
     return f"{plan.objective.metric} {best.value:.4f} ({best.cell})"
 
 
+SUMMARY_LAYOUT = "{0:<36} {1:>18}  {2:<30} {3:>26}  {4}"  # a line of the summary's table (``tabular.to_text``)
+
+
 def summary(plan: Plan, records: List[Record]) -> str:
     """A plain-text table: per cell, the runs, the chosen params, the test mean +- std, the paper."""
     measure = plan.objective.as_metric.measure
     test = f"test {measure.name}"
     head = "best params" if plan.mode == "tuned" else "best grid point (by eval)"
-    lines = [f"{'cell':<36} {'done/pruned/failed':>18}  {head:<30} {test + ' mean+-std (n)':>26}  paper"]
+    table = Table("summary", ["cell", "done/pruned/failed", head, test + " mean+-std (n)", "paper"], [])
     for cell in plan.cells:
         rows = [r for r in records if r.cell == cell.id]
         counts = f"{sum(r.status == 'finished' for r in rows)}/{sum(r.status == 'pruned' for r in rows)}/" \
@@ -80,7 +84,8 @@ def summary(plan: Plan, records: List[Record]) -> str:
         else:
             result = "-"
         paper = f"{cell.paper:g}" if cell.paper is not None else "-"
-        lines.append(f"{cell.id:<36} {counts:>18}  {shown:<30} {result:>26}  {paper}")
+        table.rows.append([cell.id, counts, shown, result, paper])
+    lines = to_text(table, SUMMARY_LAYOUT)
     if measure.unit == "%":
         lines.append(f"({test} in percent, as the paper reports it)")
     if plan.multi_objective:

@@ -22,7 +22,7 @@ each update's time divided by the members it trained, summed over the member's u
 a population of K costs what K of them cost together, over K; the population's own seconds per 100
 population updates and its size are tags of every member's run (``population_seconds_per_100``,
 ``population_size``). A run trained alone has no ``population`` tag; a report whose runs mix the two
-says so in its time table (``report/timing.py``, ``training_note``).
+says so in its time table (``report/analysis/timing.py``, ``training_note``).
 
 **Slots.** A population has K slots. Given a ``refill`` (a sweep's next trial of the cell), a slot a
 member leaves is taken by another run of the same shape after the update in which it was left; the new

@@ -18,8 +18,9 @@ from typing import Dict, List, Sequence
 import pandas as pd
 
 from uwbench.atomic import write_text
-from uwbench.report.figures import new_figure, save_png
-from uwbench.report.formats import Table, to_markdown
+from uwbench.png import save_png
+from uwbench.report.rendering.figures import new_figure
+from uwbench.tabular import Table, to_markdown
 from uwbench.training.trace import TraceResult, loss_rise, summary
 
 MAX_SHOWN_EVALS = 5  # evaluation columns in branches.md

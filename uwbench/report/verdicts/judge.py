@@ -1,6 +1,6 @@
 """Verdicts: do the paper's orderings and claims hold in our numbers, and can this budget tell?
 
-- ``orderings``: per column of the paper's table (``tables.paper_tables``), Kendall's tau-b between our
+- ``orderings``: per column of the paper's table (``rendering.tables.paper_tables``), Kendall's tau-b between our
   cell means and the paper's values, with its p-value (``stats.kendall``; "n/a" with fewer than two cells
   or when one side is all ties).
 - ``claims.CLAIMS``: the paper's claims as data, each checked on every pair of cells it applies to.
@@ -31,20 +31,19 @@ gains of UW over regular writing at the best ratio inside that window with those
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from uwbench import atomic
-from uwbench.report import formats, stats, tables
-from uwbench.report import regime as regime_mod
-from uwbench.report.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
-from uwbench.report.compute import Compute, compute
-from uwbench.report.regime import Regime
-from uwbench.snapshot import to_csv_text
-from uwbench.report.study import StudyView
+from uwbench.report.analysis.compute import Compute, compute
+from uwbench.report.analysis.labels import cap, column_label, label_flags, model_label
+from uwbench.report.analysis.summary import OK, metric_info
+from uwbench.report.data.study import StudyView
+from uwbench.report.verdicts import regime as regime_mod, stats
+from uwbench.report.verdicts.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
+from uwbench.report.verdicts.regime import Regime
+from uwbench.tabular import Table
 from uwbench.values import is_number, number_or_none
 
 YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable at this budget"
@@ -73,7 +72,7 @@ class Ordering:
         return "n/a (fewer than 2 cells)" if self.n < 2 else "n/a (all tied)"
 
 
-def orderings(blocks: Sequence[formats.Table]) -> List[Ordering]:
+def orderings(blocks: Sequence[Table]) -> List[Ordering]:
     """Per column group of each paper-layout table: tau-b between our means and the paper's values."""
     out = []
     for t in blocks:
@@ -214,21 +213,21 @@ def _from_samples(samples: Tuple[float, ...], label: str, **kw) -> Value:
 
 def _where(row, axes: Sequence[str]) -> str:
     """Where a comparison is made: the task, T and D of ``axes`` (the labels name the controller where needed)."""
-    return tables.column_label(row, [a for a in ("task", "seq_len", "memory_size") if a in axes]) or row["cell"]
+    return column_label(row, [a for a in ("task", "seq_len", "memory_size") if a in axes]) or row["cell"]
 
 
 def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy",
              regimes: Optional[Mapping[str, Regime]] = None) -> Optional[ClaimResult]:
-    """Check one claim on the report's cell table (``tables.summarize``) and the cells' regimes (a cell
+    """Check one claim on the report's cell table (``summary.summarize``) and the cells' regimes (a cell
     without one counts as unknown: not testable); None when no cells apply."""
     regimes = regimes or {}
-    done = summary[summary["state"] == tables.OK]
+    done = summary[summary["state"] == OK]
     if claim.tasks:
         done = done[done["task"].isin(claim.tasks)]
-    info = tables.metric_info(metric)
+    info = metric_info(metric)
     higher = False if claim.measure == "time" else info["higher_better"]
-    name = "CPU s / 100 updates" if claim.measure == "time" else tables.cap(info["name"])
-    flags = tables.label_flags(summary)
+    name = "CPU s / 100 updates" if claim.measure == "time" else cap(info["name"])
+    flags = label_flags(summary)
     winners = [r for _, r in done.iterrows() if claim.winner.holds(r)]
     losers = [r for _, r in done.iterrows() if claim.loser.holds(r)]
     if claim.window is not None:
@@ -239,8 +238,8 @@ def evaluate(claim: Claim, summary: pd.DataFrame, metric: str = "accuracy",
             for lo in losers:
                 if tuple(str(w[a]) for a in claim.same) != tuple(str(lo[a]) for a in claim.same):
                     continue
-                wv = _value(w, claim.measure, tables.model_label(w, **flags), regimes)
-                lv = _value(lo, claim.measure, tables.model_label(lo, **flags), regimes)
+                wv = _value(w, claim.measure, model_label(w, **flags), regimes)
+                lv = _value(lo, claim.measure, model_label(lo, **flags), regimes)
                 same_device = claim.measure != "time" or str(w["device"]) == str(lo["device"])
                 verdict, reason = gate(wv, lv, claim.measure != "time", same_device)
                 comps.append(Comparison(_where(w, claim.same), wv, lv, verdict or "", reason))
@@ -288,7 +287,7 @@ def _window_comparisons(claim: Claim, winners, losers, flags, higher_better: boo
 
         wv, lv = value(best_in, "inside"), value(best_out, "outside")
         verdict, reason = gate(wv, lv, needs_regime=True)
-        what = f"{tables.model_label(best_in[3], **flags)} vs regular writing, {_where(best_in[3], SERIES_AXES)}"
+        what = f"{model_label(best_in[3], **flags)} vs regular writing, {_where(best_in[3], SERIES_AXES)}"
         comps.append(Comparison(what, wv, lv, verdict or "", reason))
     return comps
 
@@ -298,10 +297,10 @@ def cell_regimes(study: StudyView, summary: pd.DataFrame, curves: pd.DataFrame) 
     can be built here."""
     from uwbench.metrics import measure
 
-    info = tables.metric_info(study.metric)
+    info = metric_info(study.metric)
     m = measure(info["measure"])
     out = {}
-    for _, r in summary[summary["state"] == tables.OK].iterrows():
+    for _, r in summary[summary["state"] == OK].iterrows():
         spec_cell = study.cell(r["cell"])
         out[r["cell"]] = regime_mod.regime(
             curves, r["run_ids"], info["curve"], info["measure"], m.scale, m.higher_is_better,
@@ -328,138 +327,25 @@ def claim_results(summary: pd.DataFrame, metric: str = "accuracy", claims: Seque
 
 
 # --------------------------------------------------------------------------------------------------
-# The report's section
+# The report's verdicts
 # --------------------------------------------------------------------------------------------------
-
-
-RULE_TEXT = ("each comparison is **not testable at this budget** when a side has not converged (its learning "
-             "curve still rises or falls over its last quarter by more than 1 point of accuracy, or 5% of an "
-             "MSE, per 1,000 updates, or its training loss has not left the guessing level at "
-             "a budget below the paper's; a run whose training loss fell back to the guessing level after its "
-             "best evaluation is read up to that evaluation, whose weights its test value measures); at the paper's "
-             "own budget the comparison is tested as the paper made it, a side's unsettled curve is named "
-             "beside the verdict, and a significant result reads **yes / no at the paper's budget, not "
-             "converged** (never a plain yes or no while a side still moves); otherwise Welch's t-test of the per-seed values, Holm-corrected "
-             f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
-             "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
-             f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
-             "convergence. A claim is no when any comparison is, yes when every one is (the unconverged forms "
-             "likewise, a plain no or yes first), not testable when one is not testable.")
 
 
 @dataclass
 class Verdicts:
+    """A report's verdicts: the orderings, the claims, the cells' regimes, what the runs cost (the section and
+    its CSVs are ``uwbench.report.rendering.verdict_tables``'s)."""
+
     orderings: List[Ordering]
     claims: List[ClaimResult]
     compute: Compute
     regimes: Dict[str, Regime] = field(default_factory=dict)
     decimals: int = 1
-    files: List[str] = field(default_factory=list)
-
-    def ordering_table(self) -> formats.Table:
-        return formats.Table(
-            title="Orderings: Kendall's τ-b between our means and the paper's values, per table column",
-            columns=["Table", "Column", "cells", "τ-b", "p"],
-            rows=[[o.table, o.column, str(o.n), o.text(), _p(o.p)] for o in self.orderings],
-            csv_columns=["table", "column", "cells", "tau_b", "p"],
-            csv_rows=[[o.table, o.column, o.n, _r(o.tau), _r(o.p)] for o in self.orderings])
-
-    def claim_table(self) -> formats.Table:
-        rows, csv_rows = [], []
-        for r in self.claims:
-            dec = 2 if r.claim.measure == "time" else self.decimals
-            ours = "; ".join(f"{c.what}: {_side(c.winner, dec)} vs {_side(c.loser, dec)}"
-                             + (f", p = {_p(c.p)} (Holm {_p(c.p_holm)})" if c.p is not None else "")
-                             + f" → {c.verdict}" + (f" ({c.reason})" if c.reason else "") for c in r.comparisons)
-            rows.append([r.text, r.claim.source, r.measure_name, ours, r.verdict])
-            for c in r.comparisons:
-                csv_rows.append([r.claim.id, r.text, c.what, c.winner.label, _r(c.winner.mean), _r(c.winner.std), c.winner.n,
-                                 c.loser.label, _r(c.loser.mean), _r(c.loser.std), c.loser.n, _r(c.p),
-                                 _r(c.p_holm), c.verdict, c.reason, r.verdict])
-        return formats.Table(
-            title="The paper's claims", columns=["Claim", "Paper", "Measure", "Ours (mean ± std, n seeds)", "Verdict"],
-            rows=rows,
-            csv_columns=["claim", "claim_text", "where", "winner", "winner_mean", "winner_std", "winner_n", "loser", "loser_mean",
-                         "loser_std", "loser_n", "p", "p_holm", "verdict", "reason", "claim_verdict"],
-            csv_rows=csv_rows)
-
-    def regime_table(self) -> formats.Table:
-        # the gradient column only where some run recorded its gradient sizes (runs before it did not)
-        grads = any(g.grad_peak is not None for g in self.regimes.values())
-        rows, csv_rows = [], []
-        for cell, g in sorted(self.regimes.items()):
-            state = g.state + (f" ({len(g.collapsed)} run(s) collapsed late)" if g.collapsed else "")
-            late = f"{len(g.collapsed)} of {g.runs}" if g.runs else ""
-            rows.append([cell, state, _i(g.steps), formats.fmt(g.slope, 3 if g.slope is not None and abs(g.slope) < 1
-                                                               else 1, sign=True),
-                         formats.fmt(g.loss, 3), formats.fmt(g.guess_loss, 3), late]
-                        + ([formats.fmt(g.grad_peak, 0)] if grads else []))
-            csv_rows.append([cell, g.state, g.steps, _r(g.slope), _r(g.loss), _r(g.guess_loss),
-                             len(g.collapsed) if g.runs else "", g.runs or ""]
-                            + ([_r(g.grad_peak)] if grads else []) + [g.detail])
-        grad_title = (f"largest gradient before clipping (after the first {regime_mod.WARMUP_PART:.0%} of "
-                      "updates)")
-        return formats.Table(
-            title="Has each cell converged? (the regime rule)",
-            columns=["Cell", "Regime", "updates", "improvement / 1k updates (last quarter)", "train loss",
-                     "guessing loss", "collapsed late"] + ([grad_title] if grads else []), rows=rows,
-            csv_columns=["cell", "regime", "steps", "slope_per_1k", "train_loss", "guess_loss", "collapsed", "runs"]
-            + (["grad_norm_peak"] if grads else []) + ["detail"],
-            csv_rows=csv_rows)
-
-    def markdown(self) -> str:
-        lines = ["## Verdicts", "",
-                 f"Whether the paper's orderings and claims hold in these runs, and whether their budget can tell. "
-                 f"Rule: {RULE_TEXT} CSV: [`verdicts.csv`](verdicts.csv), [`orderings.csv`](orderings.csv), "
-                 "[`regimes.csv`](regimes.csv).", ""]
-        if self.orderings:
-            t = self.ordering_table()
-            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
-        if self.claims:
-            t = self.claim_table()
-            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
-        else:
-            lines += ["No claim of the paper compares cells that this study has run.", ""]
-        if self.regimes:
-            t = self.regime_table()
-            lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
-        lines += [f"**Compute.** {self.compute.text()}", ""]
-        return "\n".join(lines)
-
-    def write(self, folder: str, files: List[str]) -> None:
-        for name, t in (("verdicts.csv", self.claim_table()), ("orderings.csv", self.ordering_table()),
-                        ("regimes.csv", self.regime_table())):
-            path = os.path.join(folder, name)
-            atomic.write_text(path, to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
-            files.append(path)
-
-
-def _side(v: Value, dec: int) -> str:
-    text = f"{v.label} {formats.fmt(v.mean, dec)}"
-    if v.std is not None:
-        text += f" ± {formats.fmt(v.std, dec)}"
-    text += f" (n={v.n})"
-    return text + (f" [wall {formats.fmt(v.wall, dec)}]" if v.wall is not None else "")
-
-
-def _p(p: Optional[float]) -> str:
-    return "" if p is None else f"{p:.3g}"
-
-
-def _i(v) -> str:
-    return "" if v is None else str(int(v))
-
-
-def _r(v) -> Any:
-    return "" if v is None else round(float(v), 6)
 
 
 def build(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, curves: pd.DataFrame,
-          blocks: Sequence[formats.Table], folder: str, files: List[str]) -> Verdicts:
-    """The report's verdicts (orderings, claims, regimes, compute), their CSVs written into ``folder``."""
+          blocks: Sequence[Table]) -> Verdicts:
+    """The report's verdicts (orderings of the paper-layout ``blocks``, claims, regimes, compute)."""
     regimes = cell_regimes(study, summary, curves)
-    v = Verdicts(orderings=orderings(blocks), claims=claim_results(summary, study.metric, regimes=regimes),
-                 compute=compute(runs, curves), regimes=regimes,
-                 decimals=tables.metric_info(study.metric)["decimals"])
-    v.write(folder, files)
-    return v
+    return Verdicts(orderings=orderings(blocks), claims=claim_results(summary, study.metric, regimes=regimes),
+                    compute=compute(runs, curves), regimes=regimes, decimals=metric_info(study.metric)["decimals"])

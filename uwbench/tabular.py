@@ -1,6 +1,9 @@
-"""The text forms of the report: one ``Table`` object, written as Markdown, CSV rows and LaTeX (booktabs), and
-the number and name formats they share (no tabulate, no Styler: the text is ours, so it is stable across
-library versions; the HTML page is the Markdown rendered, ``uwbench.report.page``). The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
+"""The one table type of the package: a ``Table`` (columns, rows of strings, the numeric CSV form, notes),
+written as Markdown, CSV rows and LaTeX (booktabs), with the number format and the file-name form of a title
+they share. Reports (``uwbench.report``), the leaderboard, the speed benchmarks' README tables, the sweep's
+summary and ``uwbench theory`` build their tables as one. No tabulate, no Styler: the text is ours, so it is
+stable across library versions (the report's HTML page is its Markdown rendered, ``uwbench.report.rendering.page``).
+The snapshot's own CSV text (``runs.csv``) is ``uwbench.snapshot``'s."""
 from __future__ import annotations
 
 import re
@@ -78,6 +81,26 @@ def to_markdown(table: Table) -> str:
                              for w, r in zip(widths, right)) + " |"
     lines = [line(cols), rule] + [line(r) for r in body]
     return "\n".join(lines) + "\n"
+
+
+RULES = {"l": "---", "r": "---:", "c": ":-:"}  # a compact table's rule cell by column alignment
+
+
+def to_compact_markdown(table: Table, align: str) -> List[str]:
+    """The table as unpadded Markdown lines (``| a | b |``, the cells as given) under a rule of one cell per
+    column by ``align``, a letter each: ``l`` left (``---``), ``r`` right (``---:``), ``c`` centred (``:-:``).
+    The speed benchmarks' tables are written so (``uwbench.bench.render``)."""
+    def line(cells):
+        return "| " + " | ".join(str(c) for c in cells) + " |"
+
+    return [line(table.columns), "|" + "|".join(RULES[a] for a in align) + "|"] + [line(r) for r in table.rows]
+
+
+def to_text(table: Table, layout: str) -> List[str]:
+    """The table as plain-text lines, its header then its rows, each the ``layout`` template (``str.format``
+    over a row's cells, e.g. ``"{0:<36} {1:>18}  {2}"``) filled in: the terminal's tables (a sweep's
+    summary, ``uwbench theory``)."""
+    return [layout.format(*row) for row in [table.columns] + table.rows]
 
 
 def to_csv_rows(table: Table) -> Tuple[List[str], List[List[Any]]]:

@@ -1,17 +1,17 @@
 """The search figures of a tuned study's cell (Optuna's parallel-coordinate, slice and contour plots), drawn
-in the report's style and saved with its fixed PNG metadata (``uwbench.report.search``)."""
+in the report's style and saved with its fixed PNG metadata (``uwbench.png``), for ``rendering.search``."""
 from __future__ import annotations
 
 import warnings
 
-from uwbench import atomic
-from uwbench.report import figures
+from uwbench.png import save_png
+from uwbench.report.rendering.figures import STYLE
 
 FIGURE_SIZE = (7.0, 4.5)
 DEFAULT_TITLES = ("Parallel Coordinate Plot", "Slice Plot", "Contour Plot")  # optuna's, replaced by ours
 
 
-def draw(study, kind, title: str, target_name: str):  # kind: search.Kind
+def draw(study, kind, title: str, target_name: str):  # kind: analysis.search.Kind
     """One search figure of ``study`` as a matplotlib Figure. Draw and save it (``save``) inside ``style()``:
     Optuna's functions switch pyplot's style, which must leak neither into the report's other figures nor
     into the next search figure."""
@@ -54,7 +54,7 @@ class style:
         import matplotlib
 
         matplotlib.use("Agg", force=False)
-        self._ctx = matplotlib.rc_context(figures.STYLE)
+        self._ctx = matplotlib.rc_context(STYLE)
         self._ctx.__enter__()
         return self
 
@@ -68,8 +68,6 @@ def save(fig, path: str) -> None:
     import matplotlib.pyplot as plt
 
     try:
-        with atomic.replacing(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=figures.DPI, metadata=figures.PNG_METADATA, bbox_inches="tight",
-                        pad_inches=0.1)
+        save_png(fig, path, bbox_inches="tight", pad_inches=0.1)
     finally:
         plt.close(fig)

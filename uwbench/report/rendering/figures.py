@@ -1,6 +1,6 @@
 """Report figures (matplotlib, Agg, no pyplot state): each function returns a ``Figure`` (or None when the
-study has nothing to draw) so tests can check titles, labels and series; ``save_png`` writes it with
-fixed metadata so a rebuild gives byte-identical files.
+study has nothing to draw) so tests can check titles, labels and series; ``uwbench.png.save_png`` writes it
+with fixed metadata so a rebuild gives byte-identical files.
 
 - ``accuracy_vs_ratio``  paper Fig. 2 (a, c): accuracy against the compression ratio (D+1)/T per model,
                          controller and writer, error bars = std over seeds, the paper's values as ×.
@@ -18,21 +18,21 @@ fixed metadata so a rebuild gives byte-identical files.
 from __future__ import annotations
 
 import math
-from typing import Dict, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from uwbench import axes as run_axes
-from uwbench import atomic, metrics, selection
-from uwbench.report.tables import (OK, cap, _writer_rank, label_flags, metric_info, model_label,
-                                   task_label)
-from uwbench.report.timing import time_reductions
-from uwbench.values import is_number
+from uwbench import metrics, selection
+from uwbench.png import DPI
+from uwbench.report.analysis.labels import cap, label_flags, model_label, task_label, writer_rank
+from uwbench.report.analysis.summary import OK, metric_info
+from uwbench.report.analysis.timing import time_reductions
+from uwbench.report.data.traces import SERIES
+from uwbench.values import is_number, present
 
-DPI = 100
 LAMBDAS = (0.8, 0.9, 0.95, 0.99)
-PNG_METADATA = {"Software": None}  # no version string, no date: identical bytes on rebuild
 STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8,
          "axes.grid": True, "grid.alpha": 0.3, "svg.hashsalt": "uwbench", "path.simplify": True}
 
@@ -50,13 +50,7 @@ def new_figure(width: float, height: float):
     return fig
 
 
-def save_png(fig, path: str) -> str:
-    with atomic.replacing(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI, metadata=PNG_METADATA)
-    return path
-
-
-def _colors(n: int):
+def palette(n: int):
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"] if n <= 10 else colormaps["tab20"]
@@ -71,7 +65,7 @@ def _series_label(r, with_controller: bool, with_task: bool) -> str:
 
 
 def _varies(values) -> bool:
-    return len({str(v) for v in values if is_number(v) or (isinstance(v, str) and v)}) > 1
+    return len({str(v) for v in values if present(v)}) > 1
 
 
 def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +78,7 @@ def _memory_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def protocols_dots(points, metric: str = "accuracy"):
-    """Each cell under every protocol's run set (``report.protocols.points``): a row per cell, a colour per run
+    """Each cell under every protocol's run set (``verdicts.protocols.points``): a row per cell, a colour per run
     set, a dot per seed and a bar at the mean, the paper's value as a black x; what the protocol changes, cell
     by cell."""
     if points is None:
@@ -94,7 +88,7 @@ def protocols_dots(points, metric: str = "accuracy"):
     k = len(points.sets)
     fig = new_figure(7.5, 0.55 * len(cells) * max(1, k) / 1.6 + 1.6)
     ax = fig.subplots()
-    colors = _colors(k)
+    colors = palette(k)
     step = 0.7 / max(1, k)
     for j, (label, values) in enumerate(points.sets):
         for i, cell in enumerate(cells):
@@ -143,7 +137,7 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
             mask &= (rows["task"] == task).to_numpy()
         part = rows[mask]
         keys = list(dict.fromkeys(model_label(r, mention) for _, r in part.iterrows()))
-        colors = dict(zip(keys, _colors(len(keys))))
+        colors = dict(zip(keys, palette(len(keys))))
         ratios = part["compression_ratio"].dropna().unique()
         single = len(ratios) == 1  # one ratio (Table 1's 10%): one column per series instead of a curve
         any_paper = False
@@ -203,7 +197,7 @@ def time_reduction(summary: pd.DataFrame, device: str = ""):
     order = list(dict.fromkeys(keys))
     paper = dict(zip(summary["cell"], summary["paper_time_reduction"]))
     any_paper = False
-    for key, color in zip(order, _colors(len(order))):
+    for key, color in zip(order, palette(len(order))):
         s = red[red["_key"] == key].sort_values("memory_size", kind="stable")
         ax.plot(s["memory_size"].to_numpy(dtype=float), s["reduction"].to_numpy(dtype=float), marker="o",
                 label=key, color=color)
@@ -252,7 +246,7 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
     for ax, (task, T) in zip(axes, panels):
         part = cells[(cells["task"] == task) & (cells["seq_len"] == T)] if is_number(T) else cells[cells["task"] == task]
         with_mem = _varies(part["memory_size"])
-        colors = _colors(len(part))
+        colors = palette(len(part))
         for color, (_, r) in zip(colors, part.iterrows()):
             g = frame[frame["cell"] == r["cell"]]
             table = g.pivot_table(index="step", columns="run_id", values="value", aggfunc="mean").sort_index()
@@ -279,42 +273,6 @@ def learning_curves(curves: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFr
 # --------------------------------------------------------------------------------------------------
 # Memory-operation heatmaps
 # --------------------------------------------------------------------------------------------------
-
-
-def _numpy(x) -> np.ndarray:
-    """A tensor (any device, with or without grad) or array-like as a numpy array."""
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
-
-def trace_arrays(trace: Mapping, sample: int = 0) -> Dict[str, np.ndarray]:
-    """A model's ``trace`` dict (uwbench.models.mann: tensors with a batch axis) -> 2-D numpy arrays of
-    one sample: write_weights (S, N), read_weights (S, N; summed over read heads), write_gate (S, 1),
-    write_mask (S, 1), encoder_steps (1, 1), cache_attention (write step, cached state) when present."""
-
-    out: Dict[str, np.ndarray] = {}
-    if "write_weights" in trace:
-        w = _numpy(trace["write_weights"])[sample]  # (S, N) or (S, heads, N)
-        out["write_weights"] = w.reshape(w.shape[0], -1, w.shape[-1]).sum(axis=1)
-    if "read_weights" in trace:
-        r = _numpy(trace["read_weights"])[sample]  # (S, N) or (S, R, N)
-        out["read_weights"] = r.reshape(r.shape[0], -1, r.shape[-1]).sum(axis=1)
-    if "write_gate" in trace:
-        g = _numpy(trace["write_gate"])[sample]
-        out["write_gate"] = g.reshape(g.shape[0], -1)[:, :1]
-    if "write_mask" in trace:
-        out["write_mask"] = _numpy(trace["write_mask"]).astype(float).reshape(-1, 1)
-    if "encoder_steps" in trace:
-        out["encoder_steps"] = np.array([[float(trace["encoder_steps"])]])
-    att = trace.get("cache_attention") or {}
-    if att:
-        steps = sorted(att)
-        width = max(_numpy(att[s]).shape[-1] for s in steps)
-        a = np.full((len(steps), width), np.nan)
-        for i, s in enumerate(steps):
-            v = _numpy(att[s])[sample]
-            a[i, : v.shape[-1]] = v
-        out["cache_attention"] = a
-    return out
 
 
 def memory_heatmaps(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapping[str, str], title: str):
@@ -370,19 +328,6 @@ def memory_heatmaps(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapp
             fig.colorbar(im, ax=ax, label="gate value")
     fig.suptitle(title)
     return fig
-
-
-SERIES = ("series_input", "series_target", "series_output")  # trace arrays of a regression test sequence
-
-
-def series_arrays(inputs, targets, outputs, sample: int = 0) -> Dict[str, np.ndarray]:
-    """One test sequence of a regression task as trace arrays (n, 1): the encoder's inputs, the true
-    continuation and the model's; {} unless the task has one real value per step (the sinusoid tasks)."""
-
-    x, y, o = _numpy(inputs)[sample], _numpy(targets)[sample], _numpy(outputs)[sample]  # (T, 1), (T_out, 1), (T_out, 1)
-    if x.reshape(len(x), -1).shape[1] != 1 or y.reshape(len(y), -1).shape[1] != 1 or o.size != y.size:
-        return {}
-    return {"series_input": x.reshape(-1, 1), "series_target": y.reshape(-1, 1), "series_output": o.reshape(-1, 1)}
 
 
 def generated_sequences(traces: Mapping[str, Mapping[str, np.ndarray]], labels: Mapping[str, str], title: str):
@@ -448,7 +393,7 @@ def theory_bound(summary: pd.DataFrame, lams: Sequence[float] = LAMBDAS):
     with_ctrl = _varies(rows["controller"])
     with_task = _varies(rows["task"])
     keys = list(dict.fromkeys(_series_label(r, with_ctrl, with_task) for _, r in rows.iterrows()))
-    for key, color in zip(keys, _colors(len(keys))):
+    for key, color in zip(keys, palette(len(keys))):
         s = rows[[_series_label(r, with_ctrl, with_task) == key for _, r in rows.iterrows()]]
         s = s.sort_values("compression_ratio", kind="stable")
         err = s["std"].map(lambda v: v / 100.0 if is_number(v) else 0.0).to_numpy(dtype=float)
@@ -495,8 +440,8 @@ def pareto_front(points: pd.DataFrame, y_column: str, x_column: str, metric: str
         return None
     fig = new_figure(7.0, 4.8)
     ax = fig.subplots()
-    writers = sorted(set(rows["writer"].fillna("none")), key=_writer_rank)
-    colors = dict(zip(writers, _colors(len(writers))))
+    writers = sorted(set(rows["writer"].fillna("none")), key=writer_rank)
+    colors = dict(zip(writers, palette(len(writers))))
     ratios = rows["compression_ratio"].map(lambda v: float(v) if is_number(v) else float("nan"))
     top = float(np.nanmax(ratios.to_numpy())) if ratios.notna().any() else 1.0
     for writer in writers:

@@ -28,11 +28,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from uwbench import atomic, metrics
-from uwbench.report import formats, search_figures, tables
-from uwbench.snapshot import format_value
-from uwbench.report.study import StudyView
+from uwbench import metrics
 from uwbench.errors import UserError
+from uwbench.report.analysis.labels import label_flags, model_label
+from uwbench.report.data.study import StudyView
+from uwbench.snapshot import format_value
+from uwbench.tabular import slug
 from uwbench.values import is_number
 
 MIN_TRIALS = 2  # finished trials a cell needs for importance and figures
@@ -84,28 +85,14 @@ class CellSearch:
     figures: List[Tuple[str, str]] = field(default_factory=list)  # (png name without .png, caption)
     notes: List[str] = field(default_factory=list)
     source: str = ""  # where the trials were read: "storage" or "runs" (never rendered: both give the same)
+    drawings: List[Tuple[str, "Kind", str]] = field(default_factory=list)  # (png name, kind, title) to draw
+    optuna_study: Any = field(default=None, repr=False, compare=False)  # the trials, in memory, to draw from
 
 
 @dataclass
 class SearchAnalysis:
     objective: Objective
     cells: List[CellSearch]
-    table: formats.Table
-
-    def markdown(self) -> str:
-        lines = ["## Search analysis", "",
-                 f"Per cell: the importance of each searched hyperparameter for the objective "
-                 f"({self.objective.name}, {self.objective.direction}d) over the finished search trials "
-                 f"(fANOVA, seed {IMPORTANCE_SEED}; shares sum to 1; indicative only with few trials), and the "
-                 "search figures. CSV: [`importance.csv`](importance.csv).", ""]
-        if self.table.rows:
-            lines += [formats.to_markdown(self.table).rstrip("\n"), ""]
-        for c in self.cells:
-            lines += [f"**{c.label}** (`{c.cell}`): {c.n_finished} finished of {c.n_trials} search trials", ""]
-            lines += [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
-            for name, caption in c.figures:
-                lines += [f"![{caption}]({name}.png)", ""]
-        return "\n".join(lines)
 
 # --------------------------------------------------------------------------------------------------
 # What the study searched: objective and distributions
@@ -309,7 +296,7 @@ def importance(study) -> Dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The report's section
+# The analysis
 # --------------------------------------------------------------------------------------------------
 
 
@@ -320,23 +307,23 @@ def wanted(study: StudyView, runs: pd.DataFrame) -> bool:
     return not study.mode and len(runs) > 0 and (runs["role"] == "trial").any()
 
 
-def analyse(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, folder: str, files: List[str],
-            storage: Optional[str] = None, log: Optional[Callable[[str], None]] = None) -> Optional[SearchAnalysis]:
-    """Compute the importance table and draw the search figures of every searched cell into ``folder``
-    (paths appended to ``files``); None for a study that does not search. ``storage``: the Optuna storage
-    URL to read trials from (None: the snapshot only)."""
+def analyse(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, storage: Optional[str] = None,
+            log: Optional[Callable[[str], None]] = None) -> Optional[SearchAnalysis]:
+    """The importance of every searched cell's parameters and the search figures it gets (drawn and written by
+    ``uwbench.report.rendering.search``); None for a study that does not search. ``storage``: the Optuna
+    storage URL to read trials from (None: the snapshot only)."""
     if not wanted(study, runs):
         return None
     plans = _plans(study)
     objective = objective_of(study, plans)
     store = open_storage(storage)
-    flags = tables.label_flags(summary) if len(summary) else {}
+    flags = label_flags(summary) if len(summary) else {}
     cells: List[CellSearch] = []
     from_storage = 0
     for _, srow in summary.iterrows():
         cell = srow["cell"]
         all_trials = runs[(runs["cell"] == cell) & (runs["role"] == "trial")] if len(runs) else runs
-        label = tables.model_label(srow, **flags) if srow["model"] else cell
+        label = model_label(srow, **flags) if srow["model"] else cell
         entry = CellSearch(cell=cell, label=label, n_trials=len(all_trials), n_finished=0)
         cells.append(entry)
         if not len(all_trials):
@@ -356,12 +343,10 @@ def analyse(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame, folder:
         entry.n_finished = len(trials)
         spec_hash = str(rows.iloc[0]["spec_hash"]) if len(rows) else ""
         profile = str(rows.iloc[0]["profile"]) if len(rows) else ""
-        _analyse_cell(entry, trials, distributions_for(plans, spec_hash, trials, profile), objective, folder, files)
+        _analyse_cell(entry, trials, distributions_for(plans, spec_hash, trials, profile), objective)
     if log is not None and store is not None:
         log(f"{study.id}: search analysis of {from_storage}/{len(cells)} cells from the Optuna storage {storage}")
-    analysis = SearchAnalysis(objective=objective, cells=cells, table=importance_table(cells))
-    write_tables(analysis, folder, files)
-    return analysis
+    return SearchAnalysis(objective=objective, cells=cells)
 
 
 def _one_optuna_sweep(rows: pd.DataFrame) -> bool:
@@ -369,7 +354,7 @@ def _one_optuna_sweep(rows: pd.DataFrame) -> bool:
 
 
 def _analyse_cell(entry: CellSearch, trials: List[SearchTrial], distributions: Mapping[str, Any],
-                  objective: Objective, folder: str, files: List[str]) -> None:
+                  objective: Objective) -> None:
     if len(trials) < MIN_TRIALS:
         entry.notes.append(f"{len(trials)} finished search trial(s): importance and search figures need at "
                            f"least {MIN_TRIALS}")
@@ -401,32 +386,14 @@ def _analyse_cell(entry: CellSearch, trials: List[SearchTrial], distributions: M
         entry.notes.append("the trials recorded no searched parameters")
         return
 
+    entry.optuna_study = study
     for kind in KINDS:
         if len(entry.params) < kind.min_params or (flat and kind.name == "contour"):
             continue
-        name = f"search_{formats.slug(entry.cell)}_{kind.name}"
+        name = f"search_{slug(entry.cell)}_{kind.name}"
         title = f"{kind.title}: {entry.label}, {len(trials)} trials"
-        path = os.path.join(folder, f"{name}.png")
-        with search_figures.style():
-            search_figures.save(search_figures.draw(study, kind, title, objective.name), path)
-        files.append(path)
+        entry.drawings.append((name, kind, title))
         entry.figures.append((name, f"{title}: {kind.caption}."))
-
-
-def importance_table(cells: Sequence[CellSearch]) -> formats.Table:
-    """One row per cell with an estimate: the share of each searched parameter."""
-    params = sorted({p for c in cells for p in c.importance})
-    columns = ["Model", "Cell", "finished trials"] + params
-    rows, csv_rows = [], []
-    for c in cells:
-        if not c.importance:
-            continue
-        rows.append([c.label, c.cell, str(c.n_finished)] + [formats.fmt(c.importance.get(p), 2) for p in params])
-        for rank, (p, v) in enumerate(c.importance.items(), 1):
-            csv_rows.append([c.cell, c.label, c.n_finished, p, round(v, 6), rank])
-    return formats.Table(title="Hyperparameter importance (fANOVA)", columns=columns, rows=rows,
-                        csv_columns=["cell", "model", "finished_trials", "param", "importance", "rank"],
-                        csv_rows=csv_rows)
 
 
 def ranking(analysis: SearchAnalysis) -> Dict[str, List[str]]:
@@ -434,14 +401,3 @@ def ranking(analysis: SearchAnalysis) -> Dict[str, List[str]]:
     return {c.cell: list(c.importance) for c in analysis.cells if c.importance}
 
 
-def write_tables(analysis: SearchAnalysis, folder: str, files: List[str]) -> None:
-    """``importance.md`` and ``importance.csv`` (the long form: cell, param, importance, rank)."""
-    from uwbench.snapshot import to_csv_text
-
-    t = analysis.table
-    md = os.path.join(folder, "importance.md")
-    atomic.write_text(md, f"**{t.title}**\n\n" + (formats.to_markdown(t) if t.rows else "no cell has an estimate yet\n"))
-    files.append(md)
-    path = os.path.join(folder, "importance.csv")
-    atomic.write_text(path, to_csv_text(t.csv_columns, [dict(zip(t.csv_columns, r)) for r in t.csv_rows]))
-    files.append(path)

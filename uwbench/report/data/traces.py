@@ -10,15 +10,17 @@ reason; it never fails the report. Inference only, on the CPU: the trace is dete
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 from typing import Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from uwbench.snapshot.columns import RESTORED_RUN_ID, RESTORED_TRACE  # the tag and artifact of a restored run
 from uwbench.errors import UserError
+from uwbench.values import is_number
 
+SERIES = ("series_input", "series_target", "series_output")  # trace arrays of a regression test sequence
 MAX_GROUPS = 4  # heatmap figures per study (groups of cells with the same task, T, D, model, controller)
 APPENDIX_TASKS = ("copy", "max")  # the tasks of the paper's memory-operation figures
 TRACE_SAMPLES = 1  # sequences traced per cell
@@ -48,7 +50,7 @@ def trace_targets(runs: pd.DataFrame, cell_order: List[str], memory_models=("dnc
 
 
 def _k(v) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(int(v))
+    return str(int(v)) if is_number(v) else ""
 
 
 def trace_run(run_id: str, uri: Optional[str] = None) -> Tuple[Optional[Dict], str]:
@@ -90,7 +92,6 @@ def _restored_trace(run_id: str, uri: Optional[str], folder: str) -> Optional[Di
 def trace_checkpoint(config: Mapping, checkpoint_path: str) -> Tuple[Optional[Dict], str]:
     import torch
 
-    from uwbench.report.figures import series_arrays, trace_arrays
     from uwbench.training.config import resolve_run
     from uwbench.training.loop import build_components, load_checkpoint
 
@@ -127,3 +128,49 @@ def collect(runs: pd.DataFrame, cell_order: List[str], uri: Optional[str] = None
             continue
         out[cell] = {"run_id": run_id, "arrays": arrays}
     return out
+
+
+def _numpy(x) -> np.ndarray:
+    """A tensor (any device, with or without grad) or array-like as a numpy array."""
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
+def trace_arrays(trace: Mapping, sample: int = 0) -> Dict[str, np.ndarray]:
+    """A model's ``trace`` dict (uwbench.models.mann: tensors with a batch axis) -> 2-D numpy arrays of
+    one sample: write_weights (S, N), read_weights (S, N; summed over read heads), write_gate (S, 1),
+    write_mask (S, 1), encoder_steps (1, 1), cache_attention (write step, cached state) when present."""
+
+    out: Dict[str, np.ndarray] = {}
+    if "write_weights" in trace:
+        w = _numpy(trace["write_weights"])[sample]  # (S, N) or (S, heads, N)
+        out["write_weights"] = w.reshape(w.shape[0], -1, w.shape[-1]).sum(axis=1)
+    if "read_weights" in trace:
+        r = _numpy(trace["read_weights"])[sample]  # (S, N) or (S, R, N)
+        out["read_weights"] = r.reshape(r.shape[0], -1, r.shape[-1]).sum(axis=1)
+    if "write_gate" in trace:
+        g = _numpy(trace["write_gate"])[sample]
+        out["write_gate"] = g.reshape(g.shape[0], -1)[:, :1]
+    if "write_mask" in trace:
+        out["write_mask"] = _numpy(trace["write_mask"]).astype(float).reshape(-1, 1)
+    if "encoder_steps" in trace:
+        out["encoder_steps"] = np.array([[float(trace["encoder_steps"])]])
+    att = trace.get("cache_attention") or {}
+    if att:
+        steps = sorted(att)
+        width = max(_numpy(att[s]).shape[-1] for s in steps)
+        a = np.full((len(steps), width), np.nan)
+        for i, s in enumerate(steps):
+            v = _numpy(att[s])[sample]
+            a[i, : v.shape[-1]] = v
+        out["cache_attention"] = a
+    return out
+
+
+def series_arrays(inputs, targets, outputs, sample: int = 0) -> Dict[str, np.ndarray]:
+    """One test sequence of a regression task as trace arrays (n, 1): the encoder's inputs, the true
+    continuation and the model's; {} unless the task has one real value per step (the sinusoid tasks)."""
+
+    x, y, o = _numpy(inputs)[sample], _numpy(targets)[sample], _numpy(outputs)[sample]  # (T, 1), (T_out, 1), (T_out, 1)
+    if x.reshape(len(x), -1).shape[1] != 1 or y.reshape(len(y), -1).shape[1] != 1 or o.size != y.size:
+        return {}
+    return {"series_input": x.reshape(-1, 1), "series_target": y.reshape(-1, 1), "series_output": o.reshape(-1, 1)}

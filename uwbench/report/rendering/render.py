@@ -6,11 +6,11 @@
     accuracy.md .tex (.csv)             the paper's layout: ours (mean ± std, n) | paper | Δ
     cells.csv                           every cell, numeric
     time.md .csv .tex                   seconds per 100 updates, reduction of UW / CUW vs regular
-    verdicts.csv orderings.csv          the paper's claims and orderings checked (uwbench.report.verdicts)
-    importance.md .csv, search_*.png    tuned studies: search analysis per cell (uwbench.report.search)
-    *.png                               figures (see uwbench.report.figures)
+    verdicts.csv orderings.csv          the paper's claims and orderings checked (verdicts.judge, rendering.verdict_tables)
+    importance.md .csv, search_*.png    tuned studies: search analysis per cell (analysis.search, rendering.search)
+    *.png                               figures (see rendering.figures)
     README.md                           question, commands, spec hash, git sha, tables, figures, deviations
-    report.html                         README.md rendered to one self-contained page (``uwbench.report.page``:
+    report.html                         README.md rendered to one self-contained page (``rendering.page``:
                                         the figures embedded as base64), so it says what the README says
 
 Nothing here depends on the time, the machine or where the data came from, so a rebuild of unchanged
@@ -29,12 +29,25 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from uwbench import atomic
-from uwbench.report import figures, formats, page, pareto, protocols, search, tables, timing, verdicts
+from uwbench.png import save_png
+from uwbench.report.analysis import search as search_analysis
+from uwbench.report.analysis.labels import cap, column_label, model_label, writer_rank
+from uwbench.report.analysis.pareto import pareto_points
+from uwbench.report.analysis.summary import (MATCHES, NO_PAPER, NOT_RUN, OFF, OK, REDUCED, WITHIN, metric_info,
+                                             missing_cells, study_status, summarize)
+from uwbench.report.analysis.timing import devices
+from uwbench.report.data.guard import GENERATED_MARKER
+from uwbench.report.data.protocols import RunSet, load_others
+from uwbench.report.data.study import StudyView, runs_overrides, set_flags
+from uwbench.report.rendering import figures, page, protocols, search, verdict_tables
+from uwbench.report.rendering.tables import cells_table, paper_tables, pareto_table, time_table
+from uwbench.report.rendering.text import int_text
+from uwbench.report.verdicts import judge
+from uwbench.report.verdicts.claims import CLAIMS
+from uwbench.report.verdicts.protocols import points as protocol_points
 from uwbench.snapshot import INTERRUPTED, Snapshot, to_csv_text
-from uwbench.report.study import StudyView, find_study_file, from_runs, runs_overrides, set_flags
-from uwbench.report.study import load as load_study
 from uwbench.tracking.ui import study_hint
-from uwbench.errors import UserError
+from uwbench.tabular import Table, fmt, slug, to_csv_rows, to_latex, to_markdown
 from uwbench.values import is_number
 
 GENERATED = ("*.png", "*.md", "*.csv", "*.tex", "*.html")  # the kinds of file a report folder holds
@@ -77,37 +90,40 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     shown_before = _figures_shown(folder)
     files: List[str] = list(snap.write(folder))
     runs = snap.runs[snap.runs["study"].isin([study.id, ""])] if len(snap.runs) else snap.runs
-    summary = tables.summarize(study, runs)
-    status = tables.study_status(summary)
+    summary = summarize(study, runs)
+    status = study_status(summary)
     report = Report(study=study, folder=folder, summary=summary, status=status)
 
     # tables
-    blocks = tables.paper_tables(summary, study)
-    acc_md = "\n".join(f"**{t.title}**\n\n{formats.to_markdown(t)}" for t in blocks)
+    blocks = paper_tables(summary, study)
+    acc_md = "\n".join(f"**{t.title}**\n\n{to_markdown(t)}" for t in blocks)
     _write(os.path.join(folder, "accuracy.md"), acc_md, files)
-    _write(os.path.join(folder, "accuracy.tex"), "\n".join(formats.to_latex(t) for t in blocks), files)
+    _write(os.path.join(folder, "accuracy.tex"), "\n".join(to_latex(t) for t in blocks), files)
     for i, t in enumerate(blocks):
-        name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{formats.slug(t.title)}.csv"
+        name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{slug(t.title)}.csv"
         _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
-    cells = tables.cells_table(summary, study)
+    cells = cells_table(summary, study)
     _write(os.path.join(folder, "cells.csv"), to_csv_text(*_csv_args(cells)), files)
-    ttable = timing.time_table(summary, runs)
+    ttable = time_table(summary, runs)
     if ttable is not None:
-        _write(os.path.join(folder, "time.md"), formats.to_markdown(ttable), files)
+        _write(os.path.join(folder, "time.md"), to_markdown(ttable), files)
         _write(os.path.join(folder, "time.csv"), to_csv_text(*_csv_args(ttable)), files)
-        _write(os.path.join(folder, "time.tex"), formats.to_latex(ttable), files)
-    verdict = verdicts.build(study, summary, runs, snap.curves, blocks, folder, files)
-    own_set, other_sets = protocols.RunSet(study.protocol_label, runs, snap.curves), protocols.load_others(study, folder)
+        _write(os.path.join(folder, "time.tex"), to_latex(ttable), files)
+    verdict = judge.build(study, summary, runs, snap.curves, blocks)
+    files += verdict_tables.write(verdict, folder)
+    own_set, other_sets = RunSet(study.protocol_label, runs, snap.curves), load_others(study, folder)
     prot = protocols.table(study, own_set, other_sets)
-    prot_points = protocols.points(study, own_set, other_sets) if prot is not None and prot.columns else None
+    prot_points = protocol_points(study, own_set, other_sets) if prot is not None and prot.columns else None
     if prot is not None and prot.columns:
-        _write(os.path.join(folder, "protocols.md"), formats.to_markdown(prot), files)
+        _write(os.path.join(folder, "protocols.md"), to_markdown(prot), files)
         _write(os.path.join(folder, "protocols.csv"), to_csv_text(*_csv_args(prot)), files)
-    searched = search.analyse(study, summary, runs, folder, files, storage=search_storage)
-    points = pareto.pareto_points(study, runs)
-    ptable = pareto.pareto_table(study, points) if points is not None else None
+    searched = search_analysis.analyse(study, summary, runs, storage=search_storage)
+    if searched is not None:
+        files += search.write(searched, folder)
+    points = pareto_points(study, runs)
+    ptable = pareto_table(study, points) if points is not None else None
     if ptable is not None:
-        _write(os.path.join(folder, "pareto.md"), formats.to_markdown(ptable), files)
+        _write(os.path.join(folder, "pareto.md"), to_markdown(ptable), files)
         _write(os.path.join(folder, "pareto.csv"), to_csv_text(*_csv_args(ptable)), files)
 
     # figures
@@ -117,12 +133,12 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     pngs = []
     for name, (fig, caption) in made.items():
         path = os.path.join(folder, f"{name}.png")
-        figures.save_png(fig, path)
+        save_png(fig, path)
         files.append(path)
         pngs.append((name, caption))
         if keep_figures:
             report.figures[name] = fig
-    missing = tables.missing_cells(summary)
+    missing = missing_cells(summary)
     readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing,
                      prot, folder)
     _write(os.path.join(folder, "README.md"), readme, files)
@@ -133,8 +149,8 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     return report
 
 
-def _csv_args(t: formats.Table):
-    cols, rows = formats.to_csv_rows(t)
+def _csv_args(t: Table):
+    cols, rows = to_csv_rows(t)
     return cols, [dict(zip(cols, r)) for r in rows]
 
 
@@ -144,8 +160,8 @@ HEADLINE_CLAIM = "uw-beats-regular"  # the claim whose two sides get their own l
 def claim_cells(summary: pd.DataFrame, claim_id: str) -> pd.DataFrame:
     """The finished cells on either side of a claim, within the (model, controller, memory) groups that have
     both sides (so the figure compares like with like)."""
-    claim = next(c for c in verdicts.CLAIMS if c.id == claim_id)
-    done = summary[summary["state"] == tables.OK]
+    claim = next(c for c in CLAIMS if c.id == claim_id)
+    done = summary[summary["state"] == OK]
     if claim.tasks:
         done = done[done["task"].isin(claim.tasks)]
     keep = []
@@ -160,15 +176,15 @@ def claim_cells(summary: pd.DataFrame, claim_id: str) -> pd.DataFrame:
 def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.DataFrame,
              prot_points=None) -> Dict[str, tuple]:
     made: Dict[str, tuple] = {}
-    info = tables.metric_info(study.metric)
+    info = metric_info(study.metric)
     fig = figures.protocols_dots(prot_points, study.metric)
     if fig is not None:
-        made["protocols"] = (fig, f"{tables.cap(info['name'])} of each cell under each protocol (the table "
+        made["protocols"] = (fig, f"{cap(info['name'])} of each cell under each protocol (the table "
                                   "\"Protocols side by side\"): a dot per seed, a bar at the mean, × = the paper's value.")
-    dev = ", ".join(timing.devices(summary))
+    dev = ", ".join(devices(summary))
     fig = figures.accuracy_vs_ratio(summary, study.metric)
     if fig is not None:
-        made["accuracy_vs_ratio"] = (fig, f"{tables.cap(info['name'])} against the compression ratio (D+1)/T "
+        made["accuracy_vs_ratio"] = (fig, f"{cap(info['name'])} against the compression ratio (D+1)/T "
                                           "(mean ± std over seeds; × = the paper's value).")
     fig = figures.time_reduction(summary, dev)
     if fig is not None:
@@ -195,7 +211,7 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
         groups: Dict[tuple, List[str]] = {}
         for cell in [c for c in summary["cell"] if c in traces]:
             r = by_cell[cell]
-            key = (r["task"], f"T{tables._itext(r['seq_len'])}", f"D{tables._itext(r['memory_size'])}", r["model"],
+            key = (r["task"], f"T{int_text(r['seq_len'])}", f"D{int_text(r['memory_size'])}", r["model"],
                    r["controller"])
             groups.setdefault(key, []).append(cell)
         kinds = (("memory", figures.memory_heatmaps, figures.trace_title,
@@ -205,14 +221,14 @@ def _figures(study: StudyView, snap: Snapshot, runs: pd.DataFrame, summary: pd.D
                   "input and true continuation (red), generated continuation (blue), write gate of every step "
                   "underneath."))
         for key, cells in groups.items():
-            cells.sort(key=lambda c: tables._writer_rank(by_cell[c]["writer"]))
-            labels = {c: tables.model_label(by_cell[c]) for c in cells}
+            cells.sort(key=lambda c: writer_rank(by_cell[c]["writer"]))
+            labels = {c: model_label(by_cell[c]) for c in cells}
             arrays = {c: traces[c]["arrays"] for c in cells}
             for prefix, draw, title_of, caption in kinds:
                 title = title_of(by_cell[cells[0]])
                 fig = draw(arrays, labels, title)
                 if fig is not None:
-                    name = prefix + "_" + "_".join(formats.slug(k) for k in key if k and k not in ("T", "D"))
+                    name = prefix + "_" + "_".join(slug(k) for k in key if k and k not in ("T", "D"))
                     made[name] = (fig, f"{title}: {caption}")
     return made
 
@@ -223,12 +239,12 @@ def _pareto_figure(study: StudyView, points: pd.DataFrame) -> Dict[str, tuple]:
 
     costs = [m for m, _ in study.objectives[1:]]
     cost = metrics.COSTS["seconds_per_100" if "seconds_per_100" in costs else costs[0]]
-    info = tables.metric_info(study.metric)
+    info = metric_info(study.metric)
     fig = figures.pareto_front(points, info["column"], cost.run_key, study.metric,
                                cost.title + (f" ({cost.unit})" if cost.unit else ""))
     if fig is None:
         return {}
-    return {"pareto_front": (fig, f"{tables.cap(info['name'])} against {cost.title}: one point per cell and "
+    return {"pareto_front": (fig, f"{cap(info['name'])} against {cost.title}: one point per cell and "
                                   "configuration (mean over the final runs), colour = writer, label and size = "
                                   "(D+1)/T; filled and joined = Pareto-optimal, hollow = dominated.")}
 
@@ -251,8 +267,6 @@ def _figures_shown(folder: str) -> List[str]:
     """The figures a report's README.md in ``folder`` shows (``![caption](name.png)``): an earlier build's,
     so removable when this build no longer draws them; none for a README uwbench did not write."""
     import re
-
-    from uwbench.report.guard import GENERATED_MARKER
 
     try:
         with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
@@ -278,7 +292,7 @@ def _remove_stale(folder: str, keep: List[str], shown_before: List[str] = ()) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# README.md (report.html is its rendering: uwbench.report.page)
+# README.md (report.html is its rendering: rendering/page.py)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -327,18 +341,18 @@ def _profile_flag(profiles: str) -> str:
 
 def headline(summary: pd.DataFrame, metric: str) -> str:
     """Our numbers against the paper's for the first few compared cells (spec order)."""
-    info = tables.metric_info(metric)
+    info = metric_info(metric)
     dec = info["decimals"]
     unit = info["unit"]
-    done = summary[summary["state"] == tables.OK]
+    done = summary[summary["state"] == OK]
     compared = done[done["paper"].map(is_number)]
     pick = compared if len(compared) else done
     parts = []
     for _, r in pick.head(MAX_HEADLINE).iterrows():
-        name = f"{tables.model_label(r)} {tables.column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
-        text = f"{name}: {formats.fmt(r['mean'], dec)}{unit}"
+        name = f"{model_label(r)} {column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
+        text = f"{name}: {fmt(r['mean'], dec)}{unit}"
         if is_number(r["paper"]):
-            text += f" (paper {formats.fmt(r['paper'], dec)}{unit})"
+            text += f" (paper {fmt(r['paper'], dec)}{unit})"
         parts.append(text)
     more = len(pick) - MAX_HEADLINE
     return "; ".join(parts) + (f"; +{more} more" if more > 0 else "")
@@ -347,11 +361,11 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
 def status_meaning(summary, status: str) -> str:
     """What the study's status says: it is its worst cell's, which cells set it, and that it compares numbers
     with the paper's, not the paper's claims (those are the verdicts)."""
-    if status in (tables.NOT_RUN, tables.NO_PAPER):
+    if status in (NOT_RUN, NO_PAPER):
         return ("The status is the worst verdict of the cells that have a paper value; none has one here."
-                if status == tables.NO_PAPER else "")
+                if status == NO_PAPER else "")
     cells = [str(c) for c, v in zip(summary["cell"], summary["verdict"]) if v == status]
-    compared = int(summary["verdict"].isin([tables.MATCHES, tables.WITHIN, tables.OFF, tables.REDUCED]).sum())
+    compared = int(summary["verdict"].isin([MATCHES, WITHIN, OFF, REDUCED]).sum())
     shown = ", ".join(cells[:6]) + (f" and {len(cells) - 6} more" if len(cells) > 6 else "")
     return (f"The study takes its worst cell's verdict: {len(cells)} of the {compared} cells with a paper value "
             f"are {status} ({shown}; the All cells table has each). It compares each cell's number with the paper's "
@@ -362,7 +376,7 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
             ptable=None, missing=(), prot=None, folder: str = "") -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
-    n_run = int((summary["state"] == tables.OK).sum())
+    n_run = int((summary["state"] == OK).sum())
     lines = [f"# {study.title or study.id} (`{study.id}`)", "",
              "<!-- generated by `uwbench report`; do not edit -->", ""]
     if study.question:
@@ -391,33 +405,33 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               f"- device: {facts['device']}", ""]
     lines += ["## Results", ""]
     for t in blocks:
-        lines += [f"**{t.title}**", "", formats.to_markdown(t).rstrip("\n"), ""]
+        lines += [f"**{t.title}**", "", to_markdown(t).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in t.notes] + [""]
     if study.paper_notes:
         lines += [f"_Paper values: {study.paper_notes}_", ""]
     if study.stand_ins():
         lines += [f"_Renamed cells: {study.stand_ins()}._", ""]
     if prot is not None and prot.columns:
-        lines += [f"**{prot.title}**", "", formats.to_markdown(prot).rstrip("\n"), ""]
+        lines += [f"**{prot.title}**", "", to_markdown(prot).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in prot.notes] + ["", "CSV: [`protocols.csv`](protocols.csv)", ""]
     elif prot is not None:
         lines += [f"**{prot.title}.** " + " ".join(prot.notes), ""]
     lines += ["**All cells** (lr and clip: the settings the final runs used; CSV: [`cells.csv`](cells.csv); "
-              "LaTeX: [`accuracy.tex`](accuracy.tex))", "", formats.to_markdown(cells).rstrip("\n"), ""]
+              "LaTeX: [`accuracy.tex`](accuracy.tex))", "", to_markdown(cells).rstrip("\n"), ""]
     if ttable is not None:
-        lines += ["## Time", "", formats.to_markdown(ttable).rstrip("\n"), ""]
+        lines += ["## Time", "", to_markdown(ttable).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in ttable.notes] + [""]
     if verdict is not None:
-        lines += [verdict.markdown()]
+        lines += [verdict_tables.markdown(verdict)]
     if ptable is not None:
-        lines += ["## Pareto front", "", formats.to_markdown(ptable).rstrip("\n"), ""]
+        lines += ["## Pareto front", "", to_markdown(ptable).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in ptable.notes] + ["", "CSV: [`pareto.csv`](pareto.csv)", ""]
     if pngs:
         lines += ["## Figures", ""]
         for name, caption in pngs:
             lines += [f"![{caption}]({name}.png)", "", f"_{caption}_", ""]
     if searched is not None:
-        lines += [searched.markdown()]
+        lines += [search.markdown(searched)]
     lines += ["## Deviations", ""]
     devs = list(study.deviations) or ["none recorded in the study spec"]
     lines += [f"- {d}" for d in devs] + ["- repository-wide deviations from the authors' code: "
@@ -428,13 +442,3 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
               "verdicts), " + ("`importance.{md,csv}` (search analysis), " if searched is not None else "")
               + "`report.html` (open in a browser).", ""]
     return "\n".join(lines)
-
-
-def study_for_snapshot(snap: Snapshot, studies_dir: str = "studies", folder: str = "") -> StudyView:
-    """The study a snapshot belongs to (its spec file when found, else a view from the runs); an empty
-    snapshot belongs to the study its folder is named after."""
-    ids = snap.study_ids() or ([os.path.basename(os.path.normpath(folder))] if folder else [])
-    if len(ids) != 1:
-        raise UserError(f"a runs.csv must hold exactly one study, got {ids or 'none'}")
-    path = find_study_file(ids[0], studies_dir)
-    return load_study(path, snap.runs) if path else from_runs(ids[0], snap.runs)

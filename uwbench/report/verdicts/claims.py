@@ -2,7 +2,7 @@
 
 A claim is checked on every pair of cells it applies to (the same model, controller, task, T and D
 unless ``same`` says otherwise); a claim with no such pair in a study is skipped
-(``uwbench.report.verdicts``).
+(``uwbench.report.verdicts.judge``).
 """
 from __future__ import annotations
 

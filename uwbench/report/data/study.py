@@ -377,3 +377,13 @@ def find_study_file(study_id: str, studies_dir: str = "studies") -> Optional[str
         except Exception:  # noqa: BLE001 - a broken study file is not this study
             continue
     return None
+
+
+def study_for_snapshot(snap, studies_dir: str = "studies", folder: str = "") -> StudyView:
+    """The study a snapshot belongs to (its spec file when found, else a view from the runs); an empty
+    snapshot belongs to the study its folder is named after."""
+    ids = snap.study_ids() or ([os.path.basename(os.path.normpath(folder))] if folder else [])
+    if len(ids) != 1:
+        raise UserError(f"a runs.csv must hold exactly one study, got {ids or 'none'}")
+    path = find_study_file(ids[0], studies_dir)
+    return load(path, snap.runs) if path else from_runs(ids[0], snap.runs)
