@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from test_tasks_real import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
-from test_tasks_real import write_csv, write_imdb, write_mnist
+from tests.helpers.data import write_csv, write_imdb, write_mnist
+from tests.helpers.learning import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
 
 from uwbench.config import flatten, section_keys
 from uwbench.errors import DataNotFoundError

@@ -20,7 +20,8 @@ from uwbench.leaderboard import render as board_render
 from uwbench.report.verdicts.judge import stats
 from uwbench.snapshot import Snapshot, curves_text, runs_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import ROOT
+
 SUITE = os.path.join(ROOT, "studies", "leaderboard.yaml")
 
 # ---- fixtures: a snapshot written the way `uwbench leaderboard` writes one ----
