@@ -4,7 +4,7 @@ backward gives every trainable parameter a finite gradient; `train` runs two upd
 run in a real MLflow store (status, the whole resolved config as params, the parameter count).
 
 Sizes are tiny and generic: a setting below is applied wherever a component has it. Real-data tasks read
-small fixture files written once per module (the writers of tests/test_tasks_real.py); a task whose data
+small fixture files written once per module (the writers of tests/helpers/data.py); a task whose data
 no fixture provides is skipped with the reason.
 
 This file also registers a toy writer (on every k-th encoder step, with its own setting ``every``) the

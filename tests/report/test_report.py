@@ -1,7 +1,7 @@
 """uwbench report: golden tables from a fixture snapshot, figures through their matplotlib objects, byte-identical
 rebuilds, a report from real MLflow runs (with a memory trace), the CLI, and the HTML page in headless Chromium.
 
-Regenerate the golden files after an intended change with ``UWBENCH_UPDATE_GOLDEN=1 pytest tests/test_report.py``.
+Regenerate the golden files after an intended change with ``UWBENCH_UPDATE_GOLDEN=1 pytest tests/report/test_report.py``.
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ SMOKE = ["--profile", "smoke", "--workers", "0", "--no-progress", "--no-system-m
 PLANNED = 4  # the one cell's 2 search trials and 2 final runs
 
 HOOK = textwrap.dedent('''
-    """Injected faults (tests/test_faults.py). FAULT_TRIGGER: the fault happens at the first file opened for
+    """Injected faults (tests/sweeps/test_faults.py). FAULT_TRIGGER: the fault happens at the first file opened for
     writing under this folder (once: FAULT_FLAG.done remembers it). FAULT_FULL: the folder whose disk is then
     full, while FAULT_FLAG exists. FAULT_SERVER_PGID: the process group of an MLflow server stopped then."""
     import builtins, errno, os, signal, sqlite3, time
