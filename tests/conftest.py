@@ -1,11 +1,20 @@
 """Shared fixtures. Expensive things are made once per session and copied (a fresh MLflow SQLite
-store costs about 4 s of migrations: docs/design.md §13.1)."""
+store costs about 4 s of migrations: docs/design.md §13.1). Helpers that are not fixtures live in
+tests/helpers/ (tests/README.md)."""
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import shutil
+import signal
+import subprocess
+import tempfile
+import time
 
 import pytest
+
+from tests.helpers.processes import RAY_HEAD_ENV, VENV_BIN, free_port, stop_process_group
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -18,51 +27,6 @@ def _own_runs_dir(tmp_path, monkeypatch):
     `make test` runs tests in parallel processes, and two tests sweeping the same study into the repository's
     `runs/` would meet its study lock. Fixtures such as ``tracking_uri`` point it elsewhere again."""
     monkeypatch.setenv("UWBENCH_RUNS_DIR", str(tmp_path / "runs"))
-
-
-def fit_and_score(model, task, updates: int, lr: float = 1e-2, batch_size: int = 32) -> float:
-    """Train ``model`` on ``task`` with Adam for ``updates`` steps (seeded batches), then its per-token
-    accuracy on 256 fresh sequences: the "it learns" checks of the model and writer tests."""
-    import torch
-
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(updates):
-        batch = task.sample(batch_size, gen)
-        loss = task.loss(model(batch.inputs, batch.decoder_inputs), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    batch = task.sample(256, torch.Generator().manual_seed(99))
-    with torch.no_grad():
-        pred = model(batch.inputs, batch.decoder_inputs).argmax(-1)
-    return (pred == batch.targets).float().mean().item()
-
-
-def assert_passes_match(task, eager, other, call=None, seeds=(0, 1, 2), lr=None, device="cuda") -> None:
-    """Forward + loss + backward of ``eager`` and of ``other`` (called through ``call``, default the model
-    itself) on the same fresh batches: outputs and every parameter's gradient match (float32
-    tolerances). ``lr``: after each batch, an SGD step of that size on both, so the next passes run on
-    weights changed in place."""
-    import torch
-
-    for seed in seeds:
-        batch = task.sample(4, torch.Generator().manual_seed(seed)).to(device)
-        results = []
-        for model, fn in ((eager, eager), (other, call or other)):
-            model.zero_grad(set_to_none=True)
-            out = fn(batch.inputs, batch.decoder_inputs)
-            task.loss(out, batch).backward()
-            results.append((out.detach().clone(), {n: p.grad.clone() for n, p in model.named_parameters()}))
-        (out_e, g_e), (out_o, g_o) = results
-        torch.testing.assert_close(out_o, out_e, rtol=1e-4, atol=1e-5)
-        for name, g in g_e.items():
-            torch.testing.assert_close(g_o[name], g, rtol=1e-3, atol=1e-5, msg=name)
-        if lr is not None:
-            with torch.no_grad():
-                for a, b in zip(eager.parameters(), other.parameters()):
-                    a.sub_(lr * a.grad)
-                    b.sub_(lr * b.grad)
 
 
 @pytest.fixture(scope="session")
@@ -84,43 +48,7 @@ def tracking_uri(tmp_path, _migrated_mlflow_db, monkeypatch) -> str:
     return f"sqlite:///{path}"
 
 
-# ---- sweeps (tests/test_sweeps*.py): subprocess environment, a Ray head on loopback ----
-
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-VENV_BIN = os.path.dirname(sys.executable)
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def stop_process_group(pgid: int, grace_s: float = 5.0, leader=None) -> None:
-    """SIGTERM then SIGKILL one process group we started (never `ray stop`: it kills other users' Ray).
-    ``leader``: the Popen of the group's first process, if it is our child (reaped here)."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.time() + wait
-        while time.time() < deadline:
-            if leader is not None:
-                leader.poll()  # a zombie leader would keep the group alive
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
+# ---- sweeps (tests/sweeps/): subprocess environment, a Ray head on loopback ----
 
 
 @pytest.fixture
@@ -137,11 +65,6 @@ def sweep_env(tmp_path, tracking_uri):
                MLFLOW_DISABLE_TELEMETRY="true", RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
     yield env, tracking_uri
     shutil.rmtree(ray_tmp, ignore_errors=True)
-
-
-RAY_HEAD_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # bind GCS and raylet to 127.0.0.1 only
-                "RAY_AUTH_MODE": "disabled",  # same on head and clients (docs/design.md §13.3)
-                "RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
 
 
 @pytest.fixture(scope="session")
@@ -171,11 +94,7 @@ def ray_head():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# ---- several machines on one study (tests/test_multimachine.py): PostgreSQL, an MLflow server ----
-
-import glob  # noqa: E402
-import pwd  # noqa: E402
-import urllib.request  # noqa: E402
+# ---- several machines on one study (tests/sweeps/test_multimachine.py): PostgreSQL ----
 
 
 def _postgres_bin() -> str:
@@ -238,56 +157,3 @@ def postgres():
             except ProcessLookupError:
                 pass
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def start_mlflow_server(folder, backend_store_uri: str):
-    """A lean `mlflow server` on 127.0.0.1 over ``backend_store_uri`` (artifacts under ``folder``), in its
-    own process group. Returns (url, Popen) once /health answers; stop it with ``stop_process_group``."""
-    port = free_port()
-    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false", MLFLOW_DISABLE_TELEMETRY="true",
-               HOME=str(folder))
-    cmd = [os.path.join(VENV_BIN, "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", backend_store_uri, "--artifacts-destination", os.path.join(str(folder), "artifacts")]
-    log = open(os.path.join(str(folder), "mlflow-server.log"), "w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    wait_until_answering(proc, url + "/health", 180, f"mlflow server (see {folder}/mlflow-server.log)")
-    return url, proc
-
-
-def wait_until_answering(proc, url: str, timeout_s: float, what: str) -> None:
-    """Wait until ``url`` answers 200; stop ``proc``'s process group and fail the test if it exits first or
-    ``timeout_s`` passes."""
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            stop_process_group(proc.pid, grace_s=1, leader=proc)
-            pytest.fail(f"{what} did not answer at {url} (exit {proc.poll()})")
-        time.sleep(0.5)
-
-
-# Debian's chromium, where installed (.ci/run installs it): the tests that look at pages as a person would
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-
-
-def run_chromium(tmp_path, *args: str, timeout_s: float = 60, what: str = "the page"):
-    """Headless chromium with its own profile and HOME under ``tmp_path`` and ``args`` (e.g. ``--dump-dom``
-    and a URL); returns (stdout, stderr) as bytes, or fails the test naming ``what`` if it does not end in
-    ``timeout_s``."""
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "HOME": str(tmp_path)}, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        stop_process_group(proc.pid, grace_s=1, leader=proc)
-        pytest.fail(f"chromium did not finish {what} in {timeout_s:g} s")
-    return out, err, proc.returncode

@@ -19,9 +19,9 @@ from typing import Callable, Dict, List, Sequence
 
 import pytest
 
-from uwbench.cli import main
+from tests.helpers import ROOT
+from tests.helpers.cli import run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDIES = os.path.join(ROOT, "studies")
 QUICKSTART = os.path.join(STUDIES, "quickstart.yaml")
 SNAPSHOT = os.path.join(ROOT, "reports", "table3_pixel_mnist")  # a small committed report (a few seconds)
@@ -400,16 +400,6 @@ CASES = [
     Case("theory-d-above-t", lambda ctx: ["theory", "bound", "--seq-len", "3", "--memory-size", "10"],
          ["`memory_size < seq_len` must hold", "got D=10, T=3", "regular writing keeps every one"]),
 ]
-
-
-def run(argv: List[str]) -> int:
-    """``uwbench ARGV`` in this process, its environment as it was afterwards (a sweep sets variables)."""
-    saved = dict(os.environ)
-    try:
-        return main(argv)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def running_runs(folder: str) -> List[str]:

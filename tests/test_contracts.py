@@ -4,7 +4,7 @@ backward gives every trainable parameter a finite gradient; `train` runs two upd
 run in a real MLflow store (status, the whole resolved config as params, the parameter count).
 
 Sizes are tiny and generic: a setting below is applied wherever a component has it. Real-data tasks read
-small fixture files written once per module (the writers of tests/test_tasks_real.py); a task whose data
+small fixture files written once per module (the writers of tests/helpers/data.py); a task whose data
 no fixture provides is skipped with the reason.
 
 This file also registers a toy writer (on every k-th encoder step, with its own setting ``every``) the
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from test_tasks_real import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
-from test_tasks_real import write_csv, write_imdb, write_mnist
+from tests.helpers.data import write_csv, write_imdb, write_mnist
+from tests.helpers.learning import _one_thread  # noqa: F401  (autouse: one torch thread on shared 2-core machines)
 
 from uwbench.config import flatten, section_keys
 from uwbench.errors import DataNotFoundError

@@ -14,7 +14,8 @@ from uwbench import metrics, selection
 from uwbench.spec import SpecError, expand, load_plan, parse
 from uwbench.sweeps.common import Record
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import ROOT
+
 PARETO_STUDY = os.path.join(ROOT, "studies", "pareto_copy.yaml")
 
 BASE = """
@@ -277,7 +278,7 @@ def test_a_single_objective_report_has_no_pareto_section(tmp_path):
 def _check_pareto_sweep(uri: str, backend: str, out_dir: str):
     import json as json_
 
-    from test_sweeps import check_layout, runs
+    from tests.sweeps.test_sweeps import check_layout, runs
 
     from uwbench.report import report_study
 
@@ -309,7 +310,7 @@ def _check_pareto_sweep(uri: str, backend: str, out_dir: str):
 
 
 def test_multi_objective_smoke_sweep_optuna(sweep_env, tmp_path):
-    from test_sweeps import sweep
+    from tests.sweeps.test_sweeps import sweep
 
     env, uri = sweep_env
     sweep(env, PARETO_STUDY, "--profile", "smoke", "--workers", "1", "--tracking-uri", uri)
@@ -318,7 +319,7 @@ def test_multi_objective_smoke_sweep_optuna(sweep_env, tmp_path):
 
 @pytest.mark.slow  # a Ray sweep; `make test` keeps the Optuna one and the Ray quickstart
 def test_multi_objective_smoke_sweep_ray(sweep_env, ray_head, tmp_path):
-    from test_sweeps import sweep
+    from tests.sweeps.test_sweeps import sweep
 
     address, head_env = ray_head
     env, uri = sweep_env

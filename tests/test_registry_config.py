@@ -165,7 +165,7 @@ def test_shared_writer_settings_apply_where_the_writer_has_them_and_hashes_stay(
 
     from uwbench import spec
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from tests.helpers import ROOT as root
     shared = spec.load_plan(os.path.join(root, "studies", "pareto_copy.yaml"), "cpu")
     models = {c.id: c.config["model"] for c in shared.cells}
     assert models["dnc-cached_uniform-D2"]["cache_size"] == 2

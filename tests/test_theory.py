@@ -426,7 +426,7 @@ def test_module_keeps_heavy_imports_inside_functions():
     import ast
 
     tree = ast.parse(open(cmd.__file__).read())
-    light = {"uwbench.errors"}  # imports no other module (tests/test_import_graph.py checks it)
+    light = {"uwbench.errors"}  # imports no other module (tests/repo/test_import_graph.py checks it)
     top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
            for alias in node.names} | {node.module.split(".")[0] for node in tree.body
                                        if isinstance(node, ast.ImportFrom) and node.module and node.module not in light}

@@ -7,7 +7,7 @@ by name): a line naming the file, its date, the CPU flags and the load average, 
 as ``uwbench bench`` prints them (``uwbench.bench.render``) and the section's own targets.
 
 ``uwbench bench`` calls ``refresh`` after writing a result into ``benchmarks/results/``, and
-``uwbench bench --refresh-docs`` calls it alone (nothing is timed). ``tests/test_bench_readme.py`` fails when
+``uwbench bench --refresh-docs`` calls it alone (nothing is timed). ``tests/bench/test_readme.py`` fails when
 a committed block differs from what this module writes from the committed results.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ row's own board, leaves every README alone):
 
 Without a committed board the block says so and names the commands that make one; while the baselines are
 being recorded (runs.csv but no board.md yet) it says how many of the suite's runs are recorded. A README
-without both marker lines is left alone. ``tests/test_readme.py`` fails when the committed block differs
+without both marker lines is left alone. ``tests/repo/test_readme.py`` fails when the committed block differs
 from what this module writes from the committed board.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ TF port that the paper's code uses, not DeepMind's: the usage is sorted without 
 vector and keys are linear, the link diagonal is zeroed after the update.
 
 The operations are pure batched tensor functions (tested against a per-sample loop in
-``tests/test_dnc_memory.py``); ``DNCMemory`` strings them together and implements the ``Memory``
+``tests/models/test_dnc_memory.py``); ``DNCMemory`` strings them together and implements the ``Memory``
 protocol of ``uwbench.models.memory_base``. Shapes: B batch, N slots (= D), W word size, R read heads.
 Read-side tensors keep the head axis before the slot axis: read weights (B, R, N), read keys (B, R, W).
 
@@ -82,7 +82,7 @@ class DNCInterface(NamedTuple):
 # FUSED_*_MIN_SLOTS on, the link update and the erase-and-add are one autograd node each that keeps for
 # the backward only what is alive anyway (the previous link and memory): at large N the (B, N, N) link
 # and (B, N, W) memory kept per step are the model's memory footprint. Each fast path is checked
-# against the plain formulation in ``tests/test_perf_paths.py``.
+# against the plain formulation in ``tests/models/test_perf_paths.py``.
 
 BROADCAST_MAX_SLOTS = 64
 PAIRWISE_MAX_SLOTS = 8

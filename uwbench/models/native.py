@@ -3,7 +3,7 @@
 ``MANN`` (``mann.py``) runs a Python loop of small torch operations per step, about 840 operator calls
 for a DNC step's forward and backward; at the paper's sizes (batch 64, N = 4, W = 64) the arithmetic is
 a small part of that. This path keeps the same model and parameters and computes the same function
-(checked to float64 round-off in ``tests/test_native.py``), with one custom autograd node for the
+(checked to float64 round-off in ``tests/models/test_native.py``), with one custom autograd node for the
 steps between the input projections and the output layer:
 
     per step t        z_t  = gx_t + hin_t W_hh + r_{t-1} W_read       (hin_t = h_{t-1}, or a_t for CUW)

@@ -2,7 +2,7 @@
 backward over the encoder and decoder steps as one autograd node.
 
 The same function as ``LSTMBaseline``'s torch path (``lstm.py``: ``run_controller`` over the encoder,
-then the decoder from its final state), checked in float64 in ``tests/test_native_lstm.py``:
+then the decoder from its final state), checked in float64 in ``tests/models/test_native_cell.py``:
 
     per step t        z_t = gx_t + h_{t-1} W_hh                        (h_{-1} = 0, c_{-1} = 0)
                       h_t, c_t = cell(z_t, c_{t-1})                      (C++, ``native/cells.cpp``)

@@ -16,7 +16,7 @@
 // lies, then the last columns (fewer than one vector) copied zero-padded into a panel of their own. K
 // runs in blocks (KB) that keep a block of B in the caches while every row tile passes over it. The
 // sums run in k order, with fused multiply-adds where the machine has them, so the round-off differs
-// from torch's BLAS (tests/test_native.py checks both against torch).
+// from torch's BLAS (tests/models/test_native.py checks both against torch).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>

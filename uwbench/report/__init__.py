@@ -5,7 +5,7 @@ from the committed ``reports/<id>/runs.csv``), and writes ``reports/<id>/`` and 
 ``reports/README.md``; ``report_from_csv`` rebuilds a report from its ``runs.csv`` alone.
 
 A report is a one-way pipeline of four subpackages, each importing only the ones before it
-(``tests/test_import_graph.py`` checks it):
+(``tests/repo/test_import_graph.py`` checks it):
 
 - ``data``: what the report reads: the study as the report sees it (``study``), other run sets beside it
   (``protocols``), memory traces from checkpoints (``traces``), the profile guard of a folder (``guard``);

@@ -7,7 +7,7 @@ batched; on the C++ path one member, its own native node): the group's forward, 
 members' summed losses (they share no parameter, so each member's gradient is its own loss's), then each
 member's own clip and optimiser step. One group's graph is alive at a time, as a solo run's is.
 
-What makes a member its solo run (``tests/test_population.py`` checks it in float64 on both paths):
+What makes a member its solo run (``tests/training/test_population.py`` checks it in float64 on both paths):
 
 - its model is built after ``torch.manual_seed(seed)``, as the solo run's is, and it draws its training
   and evaluation batches from its own generators, seeded as the solo run's;

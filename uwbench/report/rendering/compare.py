@@ -15,7 +15,7 @@ The tolerance (``Tolerance``): the same size; at most ``max_fraction`` of the pi
 (0.1%: 252 pixels of a 600 x 420 figure), and of those at most ``max_changed_fraction`` (0.01%: 25
 pixels) by more than ``max_levels`` (24 of 255, in any RGBA channel). Rounding stays well inside both;
 one changed character of a label is already outside the second. The rebuild test
-(``tests/test_committed_reports.py``) holds examples of both sides.
+(``tests/repo/test_committed_reports.py``) holds examples of both sides.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ own files only:
 - one row per report: the profile of its runs, the updates of a final run beside the paper's, its runs and
   their CPU core-hours (``runs.csv``, summed as in ``uwbench.report.compute``: the runs' own CPU seconds).
 
-A README without both marker lines is left alone. ``tests/test_readme.py`` fails when the committed
+A README without both marker lines is left alone. ``tests/repo/test_readme.py`` fails when the committed
 block differs from what this module writes from the committed reports.
 """
 from __future__ import annotations
