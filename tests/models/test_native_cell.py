@@ -98,7 +98,7 @@ def test_the_lstm_target_uses_the_baselines_fastest_path():
 
 
 def test_the_bench_records_the_cpu_flags():
-    from uwbench.bench.render import _flags
+    from uwbench.bench.render import flags_text as _flags
     from uwbench.bench.sections import CPU_FLAGS, cpu_flags, machine_info
 
     flags = machine_info()["cpu_flags"]
@@ -110,7 +110,7 @@ def test_the_bench_records_the_cpu_flags():
 def test_the_bench_records_the_instruction_set_caps(monkeypatch):
     """A run with a library's instruction set capped (our kernels at AVX2, oneDNN's, ATen's) says so in its
     result and its machine line."""
-    from uwbench.bench.render import _isa
+    from uwbench.bench.render import isa_text as _isa
     from uwbench.bench.sections import ISA_SETTINGS, machine_info
 
     for key in ISA_SETTINGS:
