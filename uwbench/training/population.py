@@ -399,7 +399,11 @@ class Population:
         return trained
 
     def _evaluations(self, members: List[_Member]) -> None:
-        """The evaluation of each member whose update closed its evaluation window."""
+        """The evaluation of each member whose update closed its evaluation window, every one of them
+        before any that is done concludes: a member's pruning callback then sees the others of its
+        population still running, as trials that train at the same time are, and none is pruned at its last
+        evaluation for a member that finished a moment before it."""
+        done = []
         for m in members:
             if m.state != "training" or not m.steps_in_window:
                 continue
@@ -415,7 +419,8 @@ class Population:
                 self._diverged(m, exc)
                 continue
             try:
-                done = m.trainer._evaluation(step, mean_loss, m.window, grad)
+                if m.trainer._evaluation(step, mean_loss, m.window, grad):
+                    done.append(m)
             except Pruned:
                 m.trainer.result.status = "pruned"
                 m.state = "pruned"
@@ -424,9 +429,8 @@ class Population:
                 if m.trainer.ckpt is not None:
                     m.trainer.ckpt.discard()
                 self._settle(m)
-                continue
-            if done:
-                self._conclude(m)
+        for m in done:
+            self._conclude(m)
 
     # ends ----------------------------------------------------------------------------------------------
 
