@@ -1,7 +1,9 @@
 #!/bin/sh
-# One call on a CUDA machine, at most about 8 minutes: the `gpu` tests, the population bench on the GPU and
-# a 3-member population run of `uwbench train`. Everything it leaves is in $GPU_CHECK_OUT (default
-# runs/gpu-check): gpu-tests.log, bench.log, the bench's JSON and figure, train.log, nvidia-smi.txt.
+# One call on a CUDA machine, at most about 11 minutes: the `gpu` tests, the population bench on the GPU, a
+# 3-member population run of `uwbench train`, and Table 1's paper50 profile swept for 3 minutes with
+# populations (its member-updates per second and the whole profile's hours at that rate). Everything it
+# leaves is in $GPU_CHECK_OUT (default runs/gpu-check): gpu-tests.log, bench.log, the bench's JSON and
+# figure, train.log, paper50-sweep.json and .log, nvidia-smi.txt.
 # `make gpu-check` runs it; each part has its own time limit, so a hang in one still leaves the others.
 set -u
 OUT="${GPU_CHECK_OUT:-runs/gpu-check}"
@@ -17,4 +19,8 @@ echo "bench exit $?" >> "$OUT/bench.log"
 timeout 60 "$PY" -m uwbench train --task copy --model dnc --seq-len 50 --memory-size 4 --hidden-size 100 --steps 300 \
   --eval-every 100 --seed 0 1 2 --device cuda --no-progress --tracking-uri "sqlite:///$OUT/train.db" > "$OUT/train.log" 2>&1
 echo "train exit $?" >> "$OUT/train.log"
-tail -n 3 "$OUT/gpu-tests.log" "$OUT/bench.log" "$OUT/train.log"
+timeout 330 "$PY" benchmarks/population_sweep.py --study studies/table1_memorization.yaml --profile paper50 \
+  --workers 1 --settings auto --time-limit 180 --set train.device=cuda --out "$OUT/paper50-sweep.json" \
+  > "$OUT/paper50-sweep.log" 2>&1
+echo "paper50 sweep exit $?" >> "$OUT/paper50-sweep.log"
+tail -n 3 "$OUT/gpu-tests.log" "$OUT/bench.log" "$OUT/train.log" "$OUT/paper50-sweep.log"
