@@ -4,11 +4,13 @@ A "machine" is a `uwbench sweep` process started in its own working folder with 
 own lock and its own per-machine state), as a second computer would be. The machines share the Optuna
 storage (a journal file, or a PostgreSQL server of our own on 127.0.0.1) and the MLflow store (one
 SQLite file, or an `mlflow server` on 127.0.0.1 over PostgreSQL). Every case ends with exactly the
-planned runs: each FINISHED once, none FAILED, none left RUNNING, no job twice.
+planned runs: each FINISHED once, none FAILED, none left RUNNING, no job twice. The faithful cases train
+their runs in populations of 2 on each machine (continuous slots), so a killed or frozen machine's
+members are taken over together by the other.
 
 The Ray case builds a cluster of two nodes on 127.0.0.1 (`ray start --head`, then a second `ray start`),
-kills the second node while it runs a trial, and expects the sweep to retry that trial (FailureConfig)
-in the same MLflow run.
+kills the second node while it runs a trial (a population of 3 final runs), and expects the sweep to retry
+that trial (FailureConfig), each member in its own MLflow run again.
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ TUNED = ("mode: tuned\n" + TASK + TRAIN % 30 + f"cells: [{SLEEPY % 'a'}, {SLEEPY
          "seeds: [0, 1]\nfinal_seeds: [5, 6]\nbudget: {n_trials: 3}\npruning: {type: none}\n")
 FAITHFUL = "mode: faithful\n" + TASK + TRAIN % 40 + f"cells: [{SLEEPY % 'sleepy'}]\nseeds: [0, 1, 2, 3, 4, 5]\n"
 FAST_HEARTBEAT = ("--heartbeat-interval", "1", "--grace-period", "5")
+# the faithful cell's 6 runs in populations of 2 with refilled slots, so each machine trains some of them (with
+# `auto`, the first machine would claim all 6 at once); a killed or frozen machine's members are taken over
+POPULATIONS_OF_TWO = ("--population", "2")
 
 
 def start_machine(tmp_path, name: str, env, study: str, *args):
@@ -130,8 +135,8 @@ def test_a_machine_killed_mid_trial_its_trial_is_resumed_by_the_other(plugin_env
     study = study_file(tmp_path, "killone", FAITHFUL)
     storage = "journal:" + str(tmp_path / "shared-disk" / "killone.journal")
     checkpoints = tmp_path / "shared-disk" / "checkpoints"  # both machines read and write it
-    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8,
-                                 extra=("--checkpoint-dir", str(checkpoints)))
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8,  # populations of 2 on each
+                                 extra=("--checkpoint-dir", str(checkpoints), *POPULATIONS_OF_TWO))
     try:
         victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
         state = checkpoints / victim.user_attrs["mlflow_run_id"] / "state.pt"
@@ -170,7 +175,7 @@ def test_a_machine_frozen_past_the_grace_period_gives_its_trial_up(plugin_env, t
     env, uri = plugin_env
     study = study_file(tmp_path, "frozen", FAITHFUL)
     storage = "journal:" + str(tmp_path / "shared-disk" / "frozen.journal")
-    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8)
+    first, second = two_machines(tmp_path, env, study, storage, uri, delay_s=8, extra=POPULATIONS_OF_TWO)
     try:
         victim = _wait_for(lambda: running_trial_of(storage, second.folder), timeout=240, what="a trial on machine 2")
         os.killpg(second.pid, signal.SIGSTOP)
@@ -284,14 +289,14 @@ def test_a_ray_node_killed_mid_trial_its_trial_is_retried_in_the_same_run(plugin
         env = dict(env, HOME=tmp, RAY_TMPDIR=tmp, **RAY_CLUSTER_ENV)
         proc = subprocess.Popen([sys.executable, "-m", "uwbench", "sweep", study, "--backend", "ray", "--ray-address",
                                  f"127.0.0.1:{port}", "--workers", "2", "--tracking-uri", uri, "--no-progress",
-                                 "--checkpoint-dir", str(tmp_path / "checkpoints")],
+                                 "--checkpoint-dir", str(tmp_path / "checkpoints"), "--population", "3"],
                                 env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
-            def two_running():  # one trial per node (one CPU each)
+            def two_running():  # one trial per node (one CPU each), each a population of 3 runs
                 df = runs(uri, "raykill") if os.path.exists(uri[len("sqlite:///"):]) else None
                 return df is not None and "tags.role" in df and \
-                    int(((df["tags.role"] == "final") & (df["status"] == "RUNNING")).sum()) >= 2
+                    int(((df["tags.role"] == "final") & (df["status"] == "RUNNING")).sum()) >= 6
 
             _wait_for(two_running, timeout=240, what="a trial on each node")
             stop_process_group(node2, grace_s=0)  # SIGTERM then SIGKILL: the node and its trial are gone
