@@ -213,8 +213,9 @@ def parse_population(text: Optional[str]) -> Optional[Union[str, int]]:
 
 
 def population_setting(plan: Plan, options: "Options") -> Union[str, int]:
-    """How a sweep trains a cell's final runs: ``--population``, else the study's (or its profile's)
-    ``population``, else ``auto``."""
+    """How a sweep trains a cell's runs of one shape (its final runs, and its search trials when the search
+    varies only member settings): ``--population``, else the study's (or its profile's) ``population``,
+    else ``auto``."""
     for value in (options.population, plan.population):
         if value is not None:
             return value
