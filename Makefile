@@ -39,8 +39,8 @@ test-slow: install
 test-gpu: install
 	$(PY) -m pytest -q -m "gpu"
 
-# On a CUDA machine, one call of at most about 8 minutes: the gpu tests, the population bench, a 3-member
-# population run; what it leaves is in $(GPU_CHECK_OUT) (benchmarks/gpu_check.sh)
+# On a CUDA machine, one call of at most about 13 minutes: the gpu tests, the population bench, a 3-member
+# population run, paper50 swept for 3 minutes; what it leaves is in $(GPU_CHECK_OUT) (benchmarks/gpu_check.sh)
 GPU_CHECK_OUT ?= runs/gpu-check
 gpu-check: install
 	GPU_CHECK_OUT=$(GPU_CHECK_OUT) PY=$(PY) sh benchmarks/gpu_check.sh

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One call on a CUDA machine, at most about 11 minutes: the `gpu` tests, the population bench on the GPU, a
+# One call on a CUDA machine, at most about 13 minutes: the `gpu` tests, the population bench on the GPU, a
 # 3-member population run of `uwbench train`, and Table 1's paper50 profile swept for 3 minutes with
 # populations (its member-updates per second and the whole profile's hours at that rate). Everything it
 # leaves is in $GPU_CHECK_OUT (default runs/gpu-check): gpu-tests.log, bench.log, the bench's JSON and

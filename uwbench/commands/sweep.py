@@ -46,9 +46,11 @@ def add_arguments(p) -> None:
                    help="run only the cells whose id matches this glob, e.g. 'dnc-uniform-*' (repeatable); the runs "
                         "are the study's own, and its report names the cells not run yet")
     p.add_argument("--population", metavar="auto|off|K",
-                   help="optuna: how a cell's final runs train: together as populations of up to K members (one "
-                        "batched model, each member its solo run), auto as many as pay on the device (8 on a CPU, "
-                        "256 on a GPU), off each alone (default: the study's `population`, else auto)")
+                   help="how a cell's runs of one shape train: together as populations of up to K members, "
+                        "each member its solo run (optuna: final runs, and search trials when the search varies "
+                        "only lr and clip, slots refilled as members end; ray: final runs), auto as many as pay "
+                        "on the device (8 on a CPU, 256 on a GPU), off each alone (default: the study's "
+                        "`population`, else auto)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
 
 

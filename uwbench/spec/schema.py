@@ -233,7 +233,7 @@ class Profile(Strict):
     # this profile's cell id -> the paper cell (a key of ``paper.values``) it stands in for, when the
     # profile renames cells (e.g. T=30 standing for the paper's T=50); the report puts that value beside it
     paper_cells: Dict[str, str] = {}
-    # how a sweep trains the final runs of a cell (the study's ``population``, replaced): not what runs
+    # how a sweep trains a cell's runs of one shape (the study's ``population``, replaced): not what runs
     population: PopulationSetting = None
 
     @field_validator("population", mode="before")
@@ -278,7 +278,7 @@ class StudySpec(Strict):
     notes: str = ""
     deviations: List[str] = []  # this study's departures from the paper (listed in studies/README.md)
     protocols: Optional[Protocols] = None  # earlier run sets under other protocols, shown beside this one
-    # how a sweep trains a cell's final runs: together as populations of up to this many members (auto: as
+    # how a sweep trains a cell's runs of one shape: together as populations of up to this many members (auto: as
     # many as pay on the device, ``sweeps/planning.population_limit``) or each alone (off). How to train,
     # not what: left out of the spec hash, and `uwbench sweep --population` overrides it
     population: PopulationSetting = None
