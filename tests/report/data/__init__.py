@@ -1,0 +1,1 @@
+"""Tests of uwbench.report.data: the study as the report sees it and the profile guard."""
