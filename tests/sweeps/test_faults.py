@@ -251,3 +251,41 @@ def test_a_sweep_whose_every_run_failed_exits_non_zero_and_so_does_its_rerun(tra
     rows = store_rows(tracking_uri[len("sqlite:///"):])
     assert sorted(s for role, _, s, _, _ in rows if role != "cell") == ["FAILED", "FAILED"], rows
     assert {s for role, _, s, _, _ in rows if role == "cell"} == {"FINISHED"}, rows
+
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_an_error_raised_while_stopping_is_the_interruption_not_the_runs_result(tracking_uri, population):
+    """A storage write that fails as the process stops (a journal's lock file gone under SIGTERM) carries the
+    interruption as its context: the run is left unfinished (KILLED, interrupted) to be run again, and the
+    interruption goes on up, where recording it failed would have lost the run for good."""
+    from mlflow.tracking import MlflowClient
+
+    from uwbench.spec import load_plan
+    from uwbench.sweeps import common
+
+    plan = load_plan(QUICKSTART, "smoke")
+    client = MlflowClient(tracking_uri)
+    experiment_id = client.create_experiment("stopping")
+    parent = client.create_run(experiment_id).info.run_id
+    job = common.Job(study="quickstart", profile="smoke", mode="tuned", spec_hash=plan.spec_hash, backend="optuna",
+                     cell=plan.cells[0], role="final", params={"train.lr": 0.002, "train.clip": 5, "seed": 9}, seed=9,
+                     trial_number=1, objective_metric="eval_accuracy", experiment_id=experiment_id,
+                     parent_run_id=parent, uri=tracking_uri)
+    seen = []
+
+    def remember(run_id):  # the trial's storage write, as SIGTERM lands in it
+        seen.append(run_id)
+        try:
+            raise KeyboardInterrupt("signal 15")
+        except KeyboardInterrupt:
+            raise FileNotFoundError("the journal's lock file is gone")
+
+    with pytest.raises(KeyboardInterrupt, match="FileNotFoundError while stopping"):
+        if population:
+            common.execute_population([common.Member(job, on_run=remember)])
+        else:
+            common.execute(job, on_run=remember)
+    run = client.get_run(seen[0])
+    assert run.info.status == "KILLED" and run.data.tags["status"] == "interrupted"
+    assert not common.raised_while_interrupted(FileNotFoundError("a plain missing file"))

@@ -49,7 +49,8 @@ def test_gpus_asked_of_a_cluster_without_gpus_is_a_clear_error(sweep_env, ray_he
     assert proc.returncode == 2
     assert "--gpus-per-trial 0.5 asks for GPUs, but the Ray cluster has none" in proc.stderr
     df = runs(uri, "quickstart")
-    assert set(df["status"]) == {"KILLED"} and set(df["tags.role"]) == {"cell"}  # nothing left RUNNING
+    assert set(df["tags.role"]) == {"cell"}  # no run started; the cells ended FAILED with the error, none RUNNING
+    assert set(df["status"]) == {"FAILED"} and df["tags.error"].str.contains("asks for GPUs").all()
 
 
 def test_gpu_fraction_per_trial():

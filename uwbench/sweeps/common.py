@@ -182,6 +182,9 @@ def execute(job: Job, report: Optional[Callable[[int, float], None]] = None,
     except Pruned:
         return Outcome("pruned", run_id=run.run_id if run else None)
     except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
+        if raised_while_interrupted(exc):  # the interruption is what happened: the run stays to be run again
+            leave_unfinished(run, "interrupted", detached)
+            raise KeyboardInterrupt(f"interrupted ({type(exc).__name__} while stopping: {exc})") from exc
         fault = errors.fault(exc)
         if fault is not None:  # a fault around the run is not its result: it stays to be run again
             leave_unfinished(run, fault, detached)
@@ -310,6 +313,11 @@ def execute_population(members: List[Member], limit: Optional[int] = None,
                                 tags=tags, refill=joiner if refill is not None else None, on_end=ended)
         population.train(progress=False)
     except Exception as exc:  # a bad config or a crash in a model: recorded failed, the sweep goes on
+        if raised_while_interrupted(exc):  # the interruption is what happened: the runs stay to be run again
+            for i, run in enumerate(runs):
+                if outcomes[i] is None:
+                    leave_unfinished(run, "interrupted", members[i].detached)
+            raise KeyboardInterrupt(f"interrupted ({type(exc).__name__} while stopping: {exc})") from exc
         fault = errors.fault(exc)
         if fault is not None:  # a fault around the runs is not their result: they stay to be run again
             for i, run in enumerate(runs):
@@ -334,6 +342,20 @@ def execute_population(members: List[Member], limit: Optional[int] = None,
             outcomes.append(None)
             settle(len(outcomes) - 1, Outcome("failed", error=error))
     return [o for o in outcomes]
+
+
+def raised_while_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while an interruption (Ctrl-C, or SIGTERM as ``KeyboardInterrupt``) was
+    being handled, e.g. a storage's lock file gone as the process stopped: then the interruption, not the
+    error, is what happened to the run."""
+    seen = set()
+    e: Optional[BaseException] = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def leave_unfinished(run, fault: str, detached=None) -> None:
