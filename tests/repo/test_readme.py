@@ -89,6 +89,11 @@ def test_report_index_only_rewrites_a_stale_block_and_leaves_a_readme_without_ma
         for name in SNAPSHOT:
             if os.path.exists(os.path.join(src, name)):
                 shutil.copy(os.path.join(src, name), dst / name)
+        for sub in readme_block.nested_reports(src):  # a report of another profile inside it (its README marks it)
+            (dst / os.path.basename(sub)).mkdir()
+            for name in (*SNAPSHOT, "README.md"):
+                if os.path.exists(os.path.join(sub, name)):
+                    shutil.copy(os.path.join(sub, name), dst / os.path.basename(sub) / name)
     stale = f"# A copy\n\n{readme_block.BEGIN}\n| old | table |\n{readme_block.END}\n\nafter\n"
     (tmp_path / "README.md").write_text(stale, encoding="utf-8")
     assert main(["report", "--index-only", "--out", str(out), "--studies-dir", STUDIES]) == 0

@@ -53,6 +53,12 @@ def index_entries(root: str, studies_dir: str = "studies") -> List[Dict[str, str
         if snap is not None:  # the paper's updates as the README's results block names them (none: no artifact)
             entry["paper_steps"] = readme_block.paper_updates(spec_mod.load(path), path)
         entries.append(entry)
+        for sub in readme_block.nested_reports(folder) if snap is not None else []:  # another profile's report
+            rel = f"{sid}/{os.path.basename(sub)}"
+            nested = Snapshot.from_dir(sub)
+            entries.append({**_entry(load_study(path, nested.runs), root, nested, rel), "id": rel, "path": path,
+                            "budget_profiles": budget_profiles,
+                            "paper_steps": readme_block.paper_updates(spec_mod.load(path), path)})
     for runs_csv in sorted(glob.glob(os.path.join(root, "*", "runs.csv"))):
         sid = os.path.basename(os.path.dirname(runs_csv))
         if sid in seen or is_board_folder(os.path.dirname(runs_csv)):
@@ -72,7 +78,9 @@ def _board_entry(spec, folder: str) -> Dict[str, str]:
             "link": f"{os.path.basename(folder)}/{page}"}
 
 
-def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[str, str]:
+def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None, rel: Optional[str] = None) -> Dict[str, str]:
+    """A report folder's line (``rel``: the folder under ``root``, the study's id by default)."""
+    rel = rel or view.id
     if snap is None:
         return {"id": view.id, "title": view.title, "headline": "", "cells": f"0/{len(view.cells)}",
                 "status": NOT_RUN, "claims": "", "link": ""}
@@ -84,9 +92,9 @@ def _entry(view: StudyView, root: str, snap: Optional[Snapshot] = None) -> Dict[
     steps = [int(v) for v in summary["steps"] if is_number(v)]
     paper = [int(v) for v in summary["paper_steps"] if is_number(v)]
     return {"id": view.id, "title": view.title, "headline": headline(summary, view.metric),
-            "cells": cells, "status": study_status(summary), "claims": claim_summary(os.path.join(root, view.id)),
-            "link": f"{view.id}/README.md", "untested": untested_claims(os.path.join(root, view.id)),
-            "regimes": regime_summary(os.path.join(root, view.id)),
+            "cells": cells, "status": study_status(summary), "claims": claim_summary(os.path.join(root, rel)),
+            "link": f"{rel}/README.md", "untested": untested_claims(os.path.join(root, rel)),
+            "regimes": regime_summary(os.path.join(root, rel)),
             "steps": min(steps) if steps else None, "paper_steps": max(paper) if paper else None}
 
 

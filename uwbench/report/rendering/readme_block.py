@@ -87,24 +87,39 @@ def entries(root: str, studies_dir: str = "studies") -> List[Dict]:
         folder = os.path.join(root, spec.id)
         if not os.path.exists(os.path.join(folder, "runs.csv")) or is_board_folder(folder):
             continue
-        runs = pd.read_csv(os.path.join(folder, "runs.csv"), low_memory=False)
-        finals = runs[runs["role"] == "final"] if "role" in runs.columns else runs
-        steps = sorted({int(s) for s in pd.to_numeric(finals.get("steps"), errors="coerce").dropna()})
-        cpu = cpu_seconds(runs[~runs["device"].astype(str).str.startswith("cuda")]) if len(runs) else pd.Series()
-        verdicts = _read(os.path.join(folder, "verdicts.csv"))
-        claims = []
-        if verdicts is not None and len(verdicts) and "claim_verdict" in verdicts.columns:
-            keep = ["claim", "claim_text"] if "claim_text" in verdicts.columns else ["claim"]
-            claims = [(r["claim"], as_timed(claim_text(r), verdicts[verdicts["claim"] == r["claim"]]),
-                       r["claim_verdict"]) for _, r in verdicts.drop_duplicates(keep).iterrows()]
-        profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p).strip()})
-        out.append({"id": spec.id, "folder": folder, "paper": not spec.artifact.strip().lower().startswith("none"),
-                    "profiles": profiles, "runs": len(runs), "trials": int((runs.get("role") == "trial").sum()),
-                    "steps": steps, "paper_steps": paper_updates(spec, path),
-                    "cpu_hours": float(cpu.sum()) / 3600.0 if cpu.notna().any() else None,
-                    "claims": claims})
+        out.append(_entry(spec, path, folder, spec.id))
+        for sub in nested_reports(folder):  # a report of another profile inside the study's folder
+            out.append(_entry(spec, path, sub, f"{spec.id}/{os.path.basename(sub)}"))
     # the reports whose runs had the paper's budget first, then the others; by id within each
     return sorted(out, key=lambda e: (not _at_paper_budget(e), e["id"]))
+
+
+def nested_reports(folder: str) -> List[str]:
+    """The report folders inside a study's report folder (a report of another profile, such as
+    ``table1_memorization/t100/``): each has its own README.md and runs.csv. A run set shown beside the
+    study's report (``protocols.others``) has a runs.csv and no README.md, and is not one."""
+    return [os.path.dirname(p) for p in sorted(glob.glob(os.path.join(folder, "*", "README.md")))
+            if os.path.exists(os.path.join(os.path.dirname(p), "runs.csv"))]
+
+
+def _entry(spec, path: str, folder: str, entry_id: str) -> Dict:
+    """One report folder's entry: its runs, updates, CPU time and claims."""
+    runs = pd.read_csv(os.path.join(folder, "runs.csv"), low_memory=False)
+    finals = runs[runs["role"] == "final"] if "role" in runs.columns else runs
+    steps = sorted({int(s) for s in pd.to_numeric(finals.get("steps"), errors="coerce").dropna()})
+    cpu = cpu_seconds(runs[~runs["device"].astype(str).str.startswith("cuda")]) if len(runs) else pd.Series()
+    verdicts = _read(os.path.join(folder, "verdicts.csv"))
+    claims = []
+    if verdicts is not None and len(verdicts) and "claim_verdict" in verdicts.columns:
+        keep = ["claim", "claim_text"] if "claim_text" in verdicts.columns else ["claim"]
+        claims = [(r["claim"], as_timed(claim_text(r), verdicts[verdicts["claim"] == r["claim"]]),
+                   r["claim_verdict"]) for _, r in verdicts.drop_duplicates(keep).iterrows()]
+    profiles = sorted({str(p) for p in runs.get("profile", pd.Series(dtype=object)).dropna() if str(p).strip()})
+    return {"id": entry_id, "folder": folder, "paper": not spec.artifact.strip().lower().startswith("none"),
+            "profiles": profiles, "runs": len(runs), "trials": int((runs.get("role") == "trial").sum()),
+            "steps": steps, "paper_steps": paper_updates(spec, path),
+            "cpu_hours": float(cpu.sum()) / 3600.0 if cpu.notna().any() else None,
+            "claims": claims}
 
 
 def _at_paper_budget(e: Dict) -> bool:
