@@ -66,10 +66,11 @@ paper50: install
 # Table 1's T=100 columns (profile paper100), DNC and DNC+UW first, continued the same way from the runs committed
 # in reports/table1_memorization/t100/ (a report folder of its own: the T=50 report is paper50's), then that report
 # rebuilt from the store (its snapshot copied there, the report rebuilt beside it).
-PAPER100_CELLS ?= --cells 'dnc-*-T100' --cells 'dnc_uw-*-T100'
+PAPER100_CELLS ?=  # every cell (the DNC and DNC+UW ones are done); e.g. --cells 'ntm-*' for some
+PAPER100_POPULATION ?= off  # as the committed T=100 runs trained: their time comparisons compare runs trained alike
 T100_REPORT ?= reports/table1_memorization/t100
 paper100: install
-	if [ -f $(T100_REPORT)/runs.csv ]; then $(PY) -m uwbench restore studies/table1_memorization.yaml --profile paper100 --from $(T100_REPORT); fi && $(PY) -m uwbench sweep studies/table1_memorization.yaml --profile paper100 $(PAPER100_CELLS) --workers $(WORKERS) && $(PY) -m uwbench report studies/table1_memorization.yaml --profile paper100 --out runs/t100-report && for f in runs curves traces; do cp runs/t100-report/table1_memorization/$$f.csv $(T100_REPORT)/; done && $(PY) -m uwbench report --from-csv $(T100_REPORT)/runs.csv
+	if [ -f $(T100_REPORT)/runs.csv ]; then $(PY) -m uwbench restore studies/table1_memorization.yaml --profile paper100 --from $(T100_REPORT); fi && $(PY) -m uwbench sweep studies/table1_memorization.yaml --profile paper100 $(PAPER100_CELLS) --population $(PAPER100_POPULATION) --workers $(WORKERS) && $(PY) -m uwbench report studies/table1_memorization.yaml --profile paper100 --out runs/t100-report && for f in runs curves traces; do cp runs/t100-report/table1_memorization/$$f.csv $(T100_REPORT)/; done && $(PY) -m uwbench report --from-csv $(T100_REPORT)/runs.csv
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
