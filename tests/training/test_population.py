@@ -158,6 +158,36 @@ def test_a_slot_left_by_a_pruned_member_is_refilled_with_the_run_it_would_have_h
         assert_same(results[i], models[i], cfgs[i], 0.0 if native else 1e-9)
 
 
+def test_a_refilled_run_that_cannot_start_fails_alone(float64, monkeypatch):
+    """A run given to a freed slot that cannot be built (here its model raises) is recorded failed and told;
+    the population goes on, and the next run the refill gives takes the slot."""
+    from uwbench.training import population as pop_mod
+    from uwbench.training.loop import Pruned
+    from uwbench.training.population import Joiner
+
+    class Broken(_Trainer):
+        def __init__(self, resolved, *args, **kwargs):
+            if resolved.train.seed == 2:
+                raise RuntimeError("this model cannot be built")
+            super().__init__(resolved, *args, **kwargs)
+
+    monkeypatch.setattr(pop_mod, "_Trainer", Broken)
+    cfgs = three(True) + [config(3, 2e-3, 5.0, "per_tensor", True)]
+
+    def prune_at_first_evaluation(step, value):
+        raise Pruned()
+
+    queue = [Joiner(cfgs[2]), Joiner(cfgs[3])]
+    ended = []
+    pop = Population(cfgs[:2], reports=[None, prune_at_first_evaluation], refill=lambda: queue.pop(0) if queue else None,
+                     on_end=lambda i, r: ended.append((i, r.status)))
+    results = pop.train(progress=False)
+    assert [r.status for r in results] == ["finished", "pruned", "failed", "finished"]
+    assert "this model cannot be built" in results[2].error
+    assert (2, "failed") in ended and sorted(i for i, _ in ended) == [0, 1, 2, 3]
+    assert_same(results[3], pop.members[-1].trainer.model, cfgs[3], 0.0)
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_a_diverging_member_fails_alone(float64, native):
     cfgs = three(native)

@@ -224,8 +224,9 @@ class Population:
             record.open_run(t.run, t.resolved, t.result, t.saved, t.counters.resumes, self.device)
             t.run.set_tags({"population_size": self.slots, **self.tags})
 
-    def _join(self, joiner: Joiner) -> _Member:
-        """A refilled slot's run made a member (its config checked against the population's shape)."""
+    def _join(self, joiner: Joiner) -> Optional[_Member]:
+        """A refilled slot's run made a member (its config checked against the population's shape); None when
+        it could not start (it is then recorded failed and told, and the others go on)."""
         resolved = resolve_run(joiner.config)
         check_shapes([self.resolved[0], resolved])
         check_run(resolved)
@@ -238,6 +239,22 @@ class Population:
             m = self._member(i)
             self.members.append(m)
             self._open(m)
+        except Exception as exc:  # this run cannot start (say, its checkpoint cannot be read): it alone fails
+            from uwbench import errors
+
+            if errors.fault(exc) is not None:  # a fault of the machine stops the population: raised
+                raise
+            if joiner.run is not None:
+                record.fail(joiner.run, exc)
+            if self.members and self.members[-1].index == i:
+                self.members[-1].state = "failed"
+            if len(self.forward.models) == i:  # its place in the forward, kept so later members' indices match
+                self.forward.add(None, False)
+            self.results[i] = RunResult(status="failed", metric=self.members[0].trainer.task.metric,
+                                        error=f"{type(exc).__name__}: {exc}")
+            if self.on_end is not None:
+                self.on_end(i, self.results[i])
+            return None
         except BaseException as exc:
             if joiner.run is not None:
                 record.fail(joiner.run, exc)
