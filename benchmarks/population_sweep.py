@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,7 @@ def run_side(study: str, profile: str, workers: int, setting: str, time_limit: f
         out = {"setting": setting, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "time_limit_s": time_limit,
                "load_average_before": [round(x, 2) for x in load0]}
         out.update(_rate(uri, study, profile, time_limit, sets))
+        shutil.rmtree(folder, ignore_errors=True)
         return out
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
@@ -79,31 +81,34 @@ def run_side(study: str, profile: str, workers: int, setting: str, time_limit: f
     out = {"setting": setting, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
            "load_average_before": [round(x, 2) for x in load0],
            "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-    out.update(_recorded(uri, study, wall, workers))
+    out.update(_recorded(uri, study, profile, wall, workers))
+    shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
-def _recorded(uri: str, study: str, wall: float, workers: int) -> Dict[str, Any]:
+def _recorded(uri: str, study: str, profile: str, wall: float, workers: int) -> Dict[str, Any]:
     import mlflow
     import pandas as pd
 
     from uwbench.spec import load_plan
 
-    spec_id = load_plan(study, None).id
+    plan = load_plan(study, profile)
+    objective = plan.objective.as_metric
+    best_key, test_key = f"metrics.{objective.at('best_eval').key}", f"metrics.{objective.at('test').key}"
     mlflow.set_tracking_uri(uri)
-    df = mlflow.search_runs(experiment_names=[spec_id])
+    df = mlflow.search_runs(experiment_names=[plan.id])
     if df.empty:
         raise SystemExit(f"no runs recorded in {uri}")
     df = df[df["tags.role"].isin(["trial", "final"])]
     train = float(pd.to_numeric(df.get("metrics.train_seconds"), errors="coerce").fillna(0).sum())
     cells = {}
-    objective = [c for c in df.columns if c == "metrics.best_eval_accuracy"]
     for cell, rows in df.groupby("tags.cell"):
         trials, finals = rows[rows["tags.role"] == "trial"], rows[rows["tags.role"] == "final"]
-        best = pd.to_numeric(trials[objective[0]], errors="coerce").max() if objective else None
-        test = pd.to_numeric(finals.get("metrics.test_accuracy"), errors="coerce").mean()
-        cells[cell] = {"best_search_eval_accuracy": None if best is None or best != best else round(float(best), 4),
-                       "final_test_accuracy_mean": None if test != test else round(float(test), 4),
+        best = pd.to_numeric(trials.get(best_key, pd.Series(dtype=float)), errors="coerce")
+        best = best.max() if plan.objective.direction == "maximize" else best.min()
+        test = pd.to_numeric(finals.get(test_key, pd.Series(dtype=float)), errors="coerce").mean()
+        cells[cell] = {f"best_search_{objective.at('eval').key}": None if best != best else round(float(best), 4),
+                       f"final_{objective.at('test').key}_mean": None if test != test else round(float(test), 4),
                        "search_trials_pruned": int((trials["tags.status"] == "pruned").sum()),
                        "populations": int(rows["tags.population"].nunique()) if "tags.population" in rows else 0}
     return {"runs": int(len(df)), "train_s": round(train, 2),

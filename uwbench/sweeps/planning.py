@@ -103,9 +103,9 @@ def member_only_search(plan: Plan) -> bool:
     (``population.MEMBER_KEYS``: lr, clip, clip mode): then every search trial of a cell has the cell's
     shape, and its trials can train as one population. A search over a shape setting (memory size, cache
     size, ...) trains each trial alone."""
-    from uwbench.training.population import MEMBER_KEYS
+    from uwbench.training.population import MEMBER_PATHS
 
-    return bool(plan.search) and all(k in {f"train.{m}" for m in MEMBER_KEYS} for k in plan.search)
+    return bool(plan.search) and all(k in MEMBER_PATHS for k in plan.search)
 
 
 @dataclass

@@ -56,6 +56,7 @@ from uwbench.training.loop import (Diverged, Pruned, RunResult, _Trainer, check_
                                    end_interrupted, resolve_threads, tf_variables)
 
 MEMBER_KEYS = ("seed", "lr", "clip", "clip_mode")  # the train settings a member may have of its own
+MEMBER_PATHS = frozenset(f"train.{k}" for k in MEMBER_KEYS)  # the same, as config paths (search spaces, params)
 STACKED = "stacked"  # the path tag of a member trained through the batched torch forward
 
 

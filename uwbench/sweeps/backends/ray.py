@@ -166,9 +166,9 @@ def _final_configs(plan: Plan, records: List[common.Record], cell_id: str, limit
     """The final jobs of one cell still to do, as Tune configs (plain values; the trainable rebuilds the
     jobs): one config per population of up to ``limit`` jobs that share a shape (their params differ only
     in the settings a member may have of its own, ``population.MEMBER_KEYS``, and the seed)."""
-    from uwbench.training.population import MEMBER_KEYS
+    from uwbench.training.population import MEMBER_PATHS
 
-    own = {f"train.{k}" for k in MEMBER_KEYS} | {axes.SEED_PARAM}
+    own = MEMBER_PATHS | {axes.SEED_PARAM}
     done = {common.job_key(cell_id, "final", r.params, r.seed, 0) for r in records
             if r.cell == cell_id and r.role == "final"}
     groups: Dict[str, List[Dict[str, Any]]] = {}
