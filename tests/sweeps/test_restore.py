@@ -188,3 +188,71 @@ def test_a_restore_killed_half_way_is_cleaned_up_by_the_next(committed, tmp_path
     children = tracking.search_runs([plan.id], uri, filter_string="tags.role = 'final'")
     assert len(children) == plan.n_runs() and len(set(children["tags.job_key"])) == plan.n_runs()
     assert (children["status"] == "FINISHED").all() and tracking.get_run(half, uri) is None
+
+
+def _widened_study(tmp_path) -> str:
+    """The study with its smoke profile given a second seed on the DNC+CUW cells (``cell_seeds``)."""
+    with open(STUDY, encoding="utf-8") as f:
+        text = f.read()
+    old = '    cells: ["dnc-*-T50", "dnc_cuw-*-T50"]\n    seeds: [0]\n'
+    assert old in text
+    path = tmp_path / "studies" / "table2_reasoning.yaml"
+    path.parent.mkdir()
+    path.write_text(text.replace(old, old + '    cell_seeds: {"dnc_cuw-*": [0, 1]}\n'), encoding="utf-8")
+    return str(path)
+
+
+def test_a_profile_given_more_seeds_keeps_the_runs_it_had(committed, tmp_path, capsys, tracking_uri):
+    """A profile given more seeds is another run set (its spec hash covers the seeds), but its runs on the old
+    seeds are the same runs: restore takes them into it, and the sweep trains only the new seeds."""
+    from uwbench.cli import main
+    from uwbench.spec import load_plan
+    from uwbench.sweeps.restore import RESTORED_SPEC_HASH, narrower_run_sets, restore
+    from uwbench.snapshot import Snapshot
+    from uwbench.tracking import mlflow as tracking
+
+    narrow, wide = _plan(), load_plan(_widened_study(tmp_path), "smoke")
+    assert wide.spec_hash != narrow.spec_hash and wide.n_runs() == narrow.n_runs() + 2
+    assert list(narrower_run_sets(wide, Snapshot.from_dir(committed).runs)) == [narrow.spec_hash]
+    uri, storage = tracking_uri, str(tmp_path / "w.journal")
+    lines = []
+    done = restore(wide, committed, uri=uri, storage=storage, out=lines.append)
+    assert len(done.written) == narrow.n_runs() and not done.left_out
+    assert all(f"narrower run set {narrow.spec_hash}" in line for line in lines if "restored" in line)
+
+    saved = dict(os.environ)
+    try:
+        assert main(["sweep", wide.path, "--profile", "smoke", "--workers", "0", "--no-progress",
+                     "--tracking-uri", uri, "--storage", storage]) == 0
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    out = capsys.readouterr().out
+    assert f"{wide.n_runs()} runs planned, {narrow.n_runs()} recorded" in out
+    children = tracking.search_runs([wide.id], uri, filter_string=f"tags.spec_hash = '{wide.spec_hash}'")
+    children = children[children["tags.role"] == "final"]
+    assert len(children) == wide.n_runs() and (children["tags.status"] == "finished").all()
+    restored = children[children[f"tags.{RESTORED_SPEC_HASH}"].notna()]
+    assert set(restored[f"tags.{RESTORED_SPEC_HASH}"]) == {narrow.spec_hash} and len(restored) == narrow.n_runs()
+    trained = children[children[f"tags.{RESTORED_SPEC_HASH}"].isna()]
+    assert sorted(zip(trained["tags.cell"], trained["tags.seed"].astype(int))) == [
+        ("dnc_cuw-add-T50", 1), ("dnc_cuw-max-T50", 1)]
+
+
+def test_a_run_set_that_differs_in_more_than_seeds_is_not_widened(committed):
+    from dataclasses import replace
+
+    from uwbench.spec import load_plan
+    from uwbench.spec.hash import plan_hash
+    from uwbench.sweeps.restore import candidates, narrower_run_sets
+    from uwbench.snapshot import Snapshot
+
+    runs = Snapshot.from_dir(committed).runs
+    other = load_plan(STUDY, "smoke", overrides={"train": {"steps": 6}})
+    assert narrower_run_sets(other, runs) == {}
+    # fewer seeds than the snapshot's is not wider: the snapshot's run set is not contained in it
+    plan = _plan()
+    less = replace(plan, seeds=[], cell_seeds={})
+    less.spec_hash = plan_hash(less)
+    kept, left = candidates(less, runs, "optuna")
+    assert not kept and any("another run set" in k for k in left)

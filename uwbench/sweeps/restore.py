@@ -20,6 +20,14 @@ same snapshot twice adds nothing. A restore stopped between writing a run and re
 refused by that check) leaves a half-restored run; the next restore deletes it, says so, and writes it again.
 Only faithful studies are restored (a tuned study's final runs depend on its
 search trials, which a snapshot holds only in part).
+
+**A run set widened by seeds.** A profile given more seeds (``seeds``, ``cell_seeds``) plans another run set: its
+spec hash covers the seeds. Its runs on the old seeds are still the same runs (a faithful run's config is its
+cell's and its seed), so rows of a snapshot whose spec hash is this plan's with fewer seeds are restored into
+this run set, tagged with this plan's spec hash and ``restored_spec_hash`` (the one they were swept under). The
+narrower run set is recognised only by recomputing its hash (``narrower_run_sets``): the plan with the study's
+seeds and no ``cell_seeds``, or with the seeds each cell of the snapshot holds; anything else stays "another
+run set".
 """
 from __future__ import annotations
 
@@ -36,6 +44,7 @@ from uwbench.sweeps.planning import Context
 from uwbench.values import present
 
 RESTORED_FROM = "restored_from"  # tag: the snapshot folder a restored run came from
+RESTORED_SPEC_HASH = "restored_spec_hash"  # tag: the narrower run set a restored run was swept under
 COMPARED_AWAY = ("run_id",)  # the one column a restored run may not keep
 
 
@@ -59,21 +68,53 @@ class Restored:
         return out + [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
 
 
+def narrower_run_sets(plan: Plan, runs) -> Dict[str, str]:
+    """The spec hashes of ``runs`` (a snapshot's rows) that are ``plan``'s run set with fewer seeds, each with
+    the seeds it had (module docstring). A hash is recognised by recomputing it: ``plan`` with the study's
+    seeds or the seeds the snapshot holds, and no ``cell_seeds`` or the snapshot's own per cell; each cell's
+    old seeds must be among the seeds ``plan`` gives it."""
+    import dataclasses
+
+    from uwbench.spec.hash import plan_hash
+
+    if plan.mode != "faithful" or not len(runs):
+        return {}
+    mine = runs[(runs["profile"] == plan.profile) & (runs["spec_hash"] != plan.spec_hash)]
+    out: Dict[str, str] = {}
+    for spec_hash, rows in mine.groupby("spec_hash"):
+        held = {cell: sorted({int(s) for s in r["seed"]}) for cell, r in rows.groupby("cell")}
+        union = sorted({s for seeds in held.values() for s in seeds})
+        seed_lists = [list(plan.spec.seeds), list(plan.seeds), union]
+        per_cell = [{}, {c: s for c, s in held.items() if c in {x.id for x in plan.cells}}]
+        for seeds, cell_seeds in ((a, b) for a in seed_lists for b in per_cell):
+            variant = dataclasses.replace(plan, seeds=seeds, cell_seeds={c: s for c, s in cell_seeds.items()
+                                                                        if s != seeds})
+            if plan_hash(variant) != spec_hash:
+                continue
+            if all(set(variant.seeds_of(c.id)) <= set(plan.seeds_of(c.id)) for c in plan.cells):
+                out[str(spec_hash)] = ", ".join(f"{c} seeds {variant.seeds_of(c)}" for c in sorted(held))
+            break
+    return out
+
+
 def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str, int]]:
-    """The snapshot rows that are finished final runs of ``plan``'s run set, and the others counted by why."""
+    """The snapshot rows that are finished final runs of ``plan``'s run set (or of a narrower one, with the
+    spec hash made this plan's: ``narrower_run_sets``), and the others counted by why."""
     kept, left = [], {}
 
     def leave(why: str) -> None:
         left[why] = left.get(why, 0) + 1
 
     cells = {c.id for c in plan.cells}
+    narrower = narrower_run_sets(plan, runs)
     wanted_overrides = json.dumps(plan.overrides, sort_keys=True) if plan.overrides else ""
     for row in runs.to_dict("records"):
         if row.get("role") != "final":
             leave("that are not final runs")
         elif row.get("status") != "finished":
             leave(f"with status {row.get('status')!r} (only finished runs are restored)")
-        elif row.get("spec_hash") != plan.spec_hash or row.get("profile") != plan.profile:
+        elif row.get("profile") != plan.profile or (row.get("spec_hash") != plan.spec_hash
+                                                    and row.get("spec_hash") not in narrower):
             leave(f"of another run set (profile {row.get('profile')}, spec hash {row.get('spec_hash')})")
         elif (row["backend"] if present(row.get("backend")) else "optuna") != backend:
             leave(f"swept with the {row.get('backend')} backend")
@@ -81,6 +122,8 @@ def candidates(plan: Plan, runs, backend: str) -> Tuple[List[Mapping], Dict[str,
             leave("made with other --set values")
         elif row.get("cell") not in cells:
             leave("of cells not planned (--cells)")
+        elif row.get("spec_hash") != plan.spec_hash:
+            kept.append({**row, "spec_hash": plan.spec_hash, RESTORED_SPEC_HASH: row["spec_hash"]})
         else:
             kept.append(row)
     return kept, left
@@ -110,6 +153,8 @@ def _tags(ctx: Context, job: common.Job, row: Mapping, folder: str, resolved) ->
             value = int(value)
         tags[col] = value
     tags.update({"status": "finished", RESTORED_FROM: folder, RESTORED_RUN_ID: row["run_id"]})
+    if present(row.get(RESTORED_SPEC_HASH)):
+        tags[RESTORED_SPEC_HASH] = row[RESTORED_SPEC_HASH]
     return tags
 
 
@@ -253,7 +298,9 @@ def restore(plan: Plan, folder: str, backend: str = "optuna", uri: Optional[str]
                 studies.add_restored(row["cell"], final, space, *objective_of(plan, row), run_id,
                                      {RESTORED_RUN_ID: row["run_id"]})
                 result.written.append((row["cell"], final.seed, run_id))
-                out(f"  restored {row['cell']} seed {final.seed} (snapshot run {row['run_id']}) as {run_id}")
+                widened = (f", swept in the narrower run set {row[RESTORED_SPEC_HASH]}"
+                           if present(row.get(RESTORED_SPEC_HASH)) else "")
+                out(f"  restored {row['cell']} seed {final.seed} (snapshot run {row['run_id']}{widened}) as {run_id}")
         finally:
             records, _ = studies.records()
             common.close_cell_runs(plan, experiment_id, cell_runs, records, uri,
