@@ -197,6 +197,23 @@ def study_status(summary: pd.DataFrame) -> str:
     return NO_PAPER
 
 
+def missing_seeds(study: StudyView, summary: pd.DataFrame, runs: pd.DataFrame) -> Dict[str, List[int]]:
+    """Per cell that has runs, the seeds its profile plans (a faithful cell's ``CellView.seeds``) that no final
+    run of it has (finished, failed or under way): a run set the sweep has not finished, e.g. a profile given
+    more seeds. Cells with no runs at all are ``missing_cells``'."""
+    finals = runs[runs["role"] == "final"] if len(runs) else runs
+    out: Dict[str, List[int]] = {}
+    for cell_id, state in zip(summary["cell"], summary["state"]):
+        cell = study.cell(cell_id)
+        if cell is None or not cell.seeds or state == NOT_RUN:
+            continue
+        have = {int(s) for s in finals.loc[finals["cell"] == cell_id, "seed"] if is_number(s)}
+        lacking = [s for s in cell.seeds if s not in have]
+        if lacking:
+            out[cell_id] = lacking
+    return out
+
+
 def missing_cells(summary: pd.DataFrame) -> List[str]:
     """The cells of the study with no runs, when some others have runs (a sweep of a subset: ``--cells``)."""
     not_run = [c for c, st in zip(summary["cell"], summary["state"]) if st == NOT_RUN]

@@ -31,6 +31,7 @@ class CellView:
     stands_for: Optional[str] = None  # the paper cell whose value ``paper`` is, when not this one
     task: Dict[str, Any] = field(default_factory=dict)  # the cell's resolved task settings (``name`` included)
     paper_steps: Optional[int] = None  # the updates the paper's profile gives the paper cell it stands for
+    seeds: List[int] = field(default_factory=list)  # a faithful cell's planned seeds (its profile's), else empty
 
 
 @dataclass
@@ -168,7 +169,8 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
                                   paper_time_reduction=value if time_paper else None,
                                   stands_for=c.paper_cell if value is not None else None,
                                   task=dict(resolved.get("task", {})),
-                                  paper_steps=_steps(_resolved(paper_cell)) if paper_cell is not None else None))
+                                  paper_steps=_steps(_resolved(paper_cell)) if paper_cell is not None else None,
+                                  seeds=list(plan.seeds_of(c.id)) if plan.mode == "faithful" else []))
     return StudyView(
         id=spec.id, title=spec.title.strip(), question=" ".join(spec.question.split()),
         task=str(spec.task.get("name", "")),

@@ -34,7 +34,7 @@ from uwbench.report.analysis import search as search_analysis
 from uwbench.report.analysis.labels import cap, column_label, model_label, writer_rank
 from uwbench.report.analysis.pareto import pareto_points
 from uwbench.report.analysis.summary import (MATCHES, NO_PAPER, NOT_RUN, OFF, OK, REDUCED, WITHIN, metric_info,
-                                             missing_cells, study_status, summarize)
+                                             missing_cells, missing_seeds, study_status, summarize)
 from uwbench.report.analysis.timing import devices
 from uwbench.report.data.guard import GENERATED_MARKER
 from uwbench.report.data.protocols import RunSet, load_others
@@ -140,7 +140,7 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
             report.figures[name] = fig
     missing = missing_cells(summary)
     readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing,
-                     prot, folder)
+                     prot, folder, seeds_missing=missing_seeds(study, summary, runs))
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
            page.to_html(readme, title=f"{study.title or study.id}: uwbench report", folder=folder), files)
@@ -255,6 +255,17 @@ def _missing_line(study: StudyView, missing: List[str], set_flag: str = "") -> s
     return (f"**Cells not run ({len(missing)}):** {', '.join(missing)}; run them with "
             f"`uwbench sweep {path} {profile}" + (f"{set_flag.strip()} " if set_flag else "")
             + " ".join(f"--cells '{c}'" for c in missing) + "`.")
+
+
+def _seeds_missing_line(study: StudyView, lacking: Dict[str, List[int]], set_flag: str = "") -> str:
+    path = display_path(study.path) or f"studies/{study.id}.yaml"
+    profile = f"--profile {study.profiles[0]}" if len(study.profiles) == 1 else ""
+    n = sum(len(v) for v in lacking.values())
+    each = "; ".join(f"{cell} seed{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}" for cell, v in lacking.items())
+    command = " ".join(x for x in ("uwbench sweep", path, profile, set_flag.strip()) if x)
+    return (f"**Seeds not run yet ({n} runs):** {each}. The cells' means are over the seeds that ran; `{command}` "
+            "runs the rest (on a machine without the runs' store, `uwbench restore` with the same study and "
+            "profile first).")
 
 
 def set_flag(runs: pd.DataFrame) -> str:
@@ -373,7 +384,7 @@ def status_meaning(summary, status: str) -> str:
 
 
 def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
-            ptable=None, missing=(), prot=None, folder: str = "") -> str:
+            ptable=None, missing=(), prot=None, folder: str = "", seeds_missing=None) -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == OK).sum())
@@ -391,6 +402,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     flags = set_flag(runs)
     if missing:
         lines += [_missing_line(study, missing, flags), ""]
+    if seeds_missing:
+        lines += [_seeds_missing_line(study, seeds_missing, flags), ""]
     lines += ["## How it was made", "", "```bash",
               f"uwbench sweep {path}" + _backend_flag(facts["backend"]) + _profile_flag(facts["profile"]) + flags,
               f"uwbench report {path}" + (_profile_flag(facts["profile"]) + flags
