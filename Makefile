@@ -63,14 +63,14 @@ PAPER50_STUDIES ?= table1_memorization table2_reasoning
 paper50: install
 	for s in $(PAPER50_STUDIES); do $(PY) -m uwbench restore studies/$$s.yaml && $(PY) -m uwbench sweep studies/$$s.yaml --workers $(WORKERS) && $(PY) -m uwbench report studies/$$s.yaml || exit $$?; done
 
-# Table 1's T=100 columns (profile paper100), DNC and DNC+UW first, continued the same way from the runs committed
-# in reports/table1_memorization/t100/ (a report folder of its own: the T=50 report is paper50's), then that report
-# rebuilt from the store (its snapshot copied there, the report rebuilt beside it).
-PAPER100_CELLS ?=  # every cell (the DNC and DNC+UW ones are done); e.g. --cells 'ntm-*' for some
+# The T=100 columns of Tables 1 and 2 (profile paper100), continued the same way from the runs committed in each
+# study's reports/<study>/t100/ (a report folder of its own: the T=50 report is paper50's), then that report
+# rebuilt from the store (its snapshot copied there, the report rebuilt beside it). Table 1 first.
+PAPER100_STUDIES ?= table1_memorization table2_reasoning
+PAPER100_CELLS ?=  # every cell; e.g. --cells 'ntm-*' for some (with one study in PAPER100_STUDIES)
 PAPER100_POPULATION ?= off  # as the committed T=100 runs trained: their time comparisons compare runs trained alike
-T100_REPORT ?= reports/table1_memorization/t100
 paper100: install
-	if [ -f $(T100_REPORT)/runs.csv ]; then $(PY) -m uwbench restore studies/table1_memorization.yaml --profile paper100 --from $(T100_REPORT); fi && $(PY) -m uwbench sweep studies/table1_memorization.yaml --profile paper100 $(PAPER100_CELLS) --population $(PAPER100_POPULATION) --workers $(WORKERS) && $(PY) -m uwbench report studies/table1_memorization.yaml --profile paper100 --out runs/t100-report && for f in runs curves traces; do cp runs/t100-report/table1_memorization/$$f.csv $(T100_REPORT)/; done && $(PY) -m uwbench report --from-csv $(T100_REPORT)/runs.csv
+	for s in $(PAPER100_STUDIES); do r=reports/$$s/t100; mkdir -p $$r && { if [ -f $$r/runs.csv ]; then $(PY) -m uwbench restore studies/$$s.yaml --profile paper100 --from $$r; fi; } && $(PY) -m uwbench sweep studies/$$s.yaml --profile paper100 $(PAPER100_CELLS) --population $(PAPER100_POPULATION) --workers $(WORKERS) && $(PY) -m uwbench report studies/$$s.yaml --profile paper100 --out runs/t100-report --force && for f in runs curves traces; do cp runs/t100-report/$$s/$$f.csv $$r/; done && $(PY) -m uwbench report --from-csv $$r/runs.csv || exit $$?; done
 
 mlflow-ui: install
 	$(PY) -m uwbench.tracking.ui --tracking-uri sqlite:///runs/mlflow.db --port $(MLFLOW_PORT) && MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///runs/mlflow.db
