@@ -29,7 +29,8 @@ import sys
 
 EAGER_STEP_S = {"dnc": 2.5e-3, "ntm": 2.5e-3, "lstm": 1.1e-3}
 COMPILED_STEP_S = {"dnc": 1.5e-3, "ntm": 1.5e-3}
-# the native path, headline run of benchmarks/README.md (copy T = 50: ms per iteration / 102 steps)
+# the native path: a round figure near the 2026-11-25 headline (0.80 and 0.81 ms per step, copy T = 50: ms per
+# iteration / 102 steps; benchmarks/results/2026-11-25-native-headline-writers-trainer.json), not re-measured since
 NATIVE_STEP_S = {"dnc": 0.81e-3, "ntm": 0.83e-3}
 EVAL_FRACTION = 1 / 3  # a no-grad forward pass against forward + backward
 # Tasks whose data may be missing here, with their fixed sequence length: 784 pixels and the class.
