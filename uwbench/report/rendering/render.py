@@ -359,8 +359,11 @@ def headline(summary: pd.DataFrame, metric: str) -> str:
     compared = done[done["paper"].map(is_number)]
     pick = compared if len(compared) else done
     parts = []
-    for _, r in pick.head(MAX_HEADLINE).iterrows():
-        name = f"{model_label(r)} {column_label(r, ['task', 'seq_len', 'memory_size'])}".strip()
+    rows = [r for _, r in pick.head(MAX_HEADLINE).iterrows()]
+    names = [f"{model_label(r)} {column_label(r, ['task', 'seq_len', 'memory_size'])}".strip() for r in rows]
+    for r, name in zip(rows, names):
+        if names.count(name) > 1:  # cells the label cannot tell apart (e.g. the same model under other clips)
+            name = str(r["cell"])
         text = f"{name}: {fmt(r['mean'], dec)}{unit}"
         if is_number(r["paper"]):
             text += f" (paper {fmt(r['paper'], dec)}{unit})"
@@ -395,7 +398,8 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     if study.paper_ref:
         lines += [f"**Paper.** {study.paper_ref}", ""]
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
-              f"within 2 std of ours = matches, within {study.tol:g}"
+              f"within 2 std of ours or {'1 pp' if study.metric == 'accuracy' else '5%'}, whichever is wider, = matches, "
+              f"within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off; only at the "
               "paper's budget: a cell that made fewer updates than the paper's is marked reduced budget). "
               + status_meaning(summary, status), ""]
