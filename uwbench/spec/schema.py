@@ -257,6 +257,14 @@ class Protocols(Strict):
     others: List[OtherRunSet] = Field(min_length=1)
 
 
+class MoreColumns(Strict):
+    """Another profile's run set whose cells are more columns of this study's table (Table 1's T=100 beside its
+    T=50): the default profile's report shows the paper's whole table (``report/data/columns.py``)."""
+
+    profile: str  # the profile its runs were swept with, e.g. paper100
+    snapshot: str  # its report folder (runs.csv), relative to the study's report folder, e.g. t100
+
+
 class StudySpec(Strict):
     id: str = Field(pattern=ID_PATTERN)
     title: str
@@ -278,6 +286,7 @@ class StudySpec(Strict):
     notes: str = ""
     deviations: List[str] = []  # this study's departures from the paper (listed in studies/README.md)
     protocols: Optional[Protocols] = None  # earlier run sets under other protocols, shown beside this one
+    more_columns: List[MoreColumns] = []  # other profiles' run sets that complete the default profile's table
     # how a sweep trains a cell's runs of one shape: together as populations of up to this many members (auto: as
     # many as pay on the device, ``sweeps/planning.population_limit``) or each alone (off). How to train,
     # not what: left out of the spec hash, and `uwbench sweep --population` overrides it
@@ -308,6 +317,11 @@ class StudySpec(Strict):
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile; known: {', '.join(known)}")
         _check_seeds("seeds", self.seeds)
         _check_objectives(self)
+        for i, more in enumerate(self.more_columns):
+            if more.profile not in self.profiles or more.profile == self.default_profile:
+                others = ", ".join(sorted(p for p in self.profiles if p != self.default_profile))
+                raise ValueError(f"more_columns[{i}].profile {more.profile!r}: must be a profile of this study other "
+                                 f"than the default ({self.default_profile}); known: {others}")
         if self.mode == "tuned":
             if not self.search:
                 raise ValueError("mode: tuned needs a `search` space")

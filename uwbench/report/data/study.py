@@ -54,6 +54,10 @@ class StudyView:
     objectives: List[Tuple[str, str]] = field(default_factory=list)  # (metric, direction): a multi-objective study
     protocol_label: str = ""  # this study's own runs under ``protocols:`` (report/protocols.py)
     protocols_other: List[Tuple[str, str]] = field(default_factory=list)  # (label, snapshot folder) of other run sets
+    # (profile, snapshot folder) of other profiles' run sets whose cells are more columns of this report's table:
+    # the study's ``more_columns``, given to the default profile's report only
+    more_columns: List[Tuple[str, str]] = field(default_factory=list)
+    whole_table_in: str = ""  # for a report of a ``more_columns`` profile: the default profile, whose report has them all
 
     def stand_ins(self) -> str:
         """'ours stands for theirs' of every cell whose paper value is another (renamed) cell's, or ''."""
@@ -187,6 +191,10 @@ def from_spec(spec, path: str = "", runs=None, overrides: Optional[Dict[str, Dic
         protocols_other=[(o.label, o.snapshot) for o in spec.protocols.others
                          if (o.profile or spec.default_profile) in {p.profile for p in used}]
         if spec.protocols is not None else [],
+        more_columns=[(m.profile, m.snapshot) for m in getattr(spec, "more_columns", [])]
+        if [p.profile for p in used] == [spec.default_profile] else [],
+        whole_table_in=spec.default_profile if any(m.profile in {p.profile for p in used}
+                                                   for m in getattr(spec, "more_columns", [])) else "",
     )
 
 

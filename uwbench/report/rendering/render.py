@@ -40,6 +40,7 @@ from uwbench.report.data.guard import GENERATED_MARKER
 from uwbench.report.data.protocols import RunSet, load_others
 from uwbench.report.data.study import StudyView, runs_overrides, set_flags
 from uwbench.report.rendering import figures, page, protocols, search, verdict_tables
+from uwbench.report.data.columns import load_more_columns
 from uwbench.report.rendering.tables import cells_table, paper_tables, pareto_table, time_table
 from uwbench.report.rendering.text import int_text
 from uwbench.report.verdicts import judge
@@ -102,6 +103,14 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
     for i, t in enumerate(blocks):
         name = "accuracy.csv" if len(blocks) == 1 else f"accuracy-{i + 1}-{slug(t.title)}.csv"
         _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
+    more = load_more_columns(study, folder)
+    whole = (paper_tables(pd.concat([summary] + [summarize(c.study, c.runs) for c in more], ignore_index=True), study)
+             if more else [])
+    if whole:
+        _write(os.path.join(folder, "accuracy_whole.md"),
+               "\n".join(f"**{t.title}**\n\n{to_markdown(t)}" for t in whole), files)
+        for name, t in zip(whole_csv_names(whole), whole):
+            _write(os.path.join(folder, name), to_csv_text(*_csv_args(t)), files)
     cells = cells_table(summary, study)
     _write(os.path.join(folder, "cells.csv"), to_csv_text(*_csv_args(cells)), files)
     ttable = time_table(summary, runs)
@@ -140,13 +149,19 @@ def build_report(study: StudyView, snap: Snapshot, folder: str, keep_figures: bo
             report.figures[name] = fig
     missing = missing_cells(summary)
     readme = _readme(study, summary, status, blocks, cells, ttable, pngs, runs, verdict, searched, ptable, missing,
-                     prot, folder, seeds_missing=missing_seeds(study, summary, runs))
+                     prot, folder, seeds_missing=missing_seeds(study, summary, runs), whole=(whole, more))
     _write(os.path.join(folder, "README.md"), readme, files)
     _write(os.path.join(folder, "report.html"),
            page.to_html(readme, title=f"{study.title or study.id}: uwbench report", folder=folder), files)
     _remove_stale(folder, files, shown_before)
     report.files = files
     return report
+
+
+def whole_csv_names(tables) -> List[str]:
+    """The CSV file of each block of the paper's whole table (``load_more_columns``)."""
+    return (["accuracy_whole.csv"] if len(tables) == 1
+            else [f"accuracy_whole-{i + 1}-{slug(t.title)}.csv" for i, t in enumerate(tables)])
 
 
 def _csv_args(t: Table):
@@ -387,7 +402,7 @@ def status_meaning(summary, status: str) -> str:
 
 
 def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs, verdict=None, searched=None,
-            ptable=None, missing=(), prot=None, folder: str = "", seeds_missing=None) -> str:
+            ptable=None, missing=(), prot=None, folder: str = "", seeds_missing=None, whole=((), ())) -> str:
     facts = _run_facts(runs)
     path = display_path(study.path) or f"studies/{study.id}.yaml"
     n_run = int((summary["state"] == OK).sum())
@@ -424,6 +439,17 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     for t in blocks:
         lines += [f"**{t.title}**", "", to_markdown(t).rstrip("\n"), ""]
         lines += [f"_{n}_" for n in t.notes] + [""]
+    tables, more = whole
+    if study.whole_table_in and folder and os.path.basename(os.path.normpath(folder)) != study.id:
+        lines += [f"_These are more columns of the paper's table: the report of profile {study.whole_table_in}, "
+                  "[`../README.md`](../README.md), shows them beside its own, as the paper's whole table._", ""]
+    if tables:
+        own = facts["profile"]
+        parts = ", ".join(f"[`{c.source}/`]({c.source}/README.md) (profile {c.profile})" for c in more)
+        lines += [f"**The paper's whole table**: this report's cells (profile {own}) beside those of {parts}, each "
+                  "cell from its own run set (CSV: " + ", ".join(f"[`{n}`]({n})" for n in whole_csv_names(tables)) + ")", ""]
+        for t in tables:
+            lines += [f"**{t.title}**", "", to_markdown(t).rstrip("\n"), ""]
     if study.paper_notes:
         lines += [f"_Paper values: {study.paper_notes}_", ""]
     if study.stand_ins():
