@@ -377,22 +377,43 @@ def interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _interrupt_once():
+    """``interrupt`` that raises only the first time: a process already stopping ignores the signals after it,
+    so that they do not cut its clean-up short (a worker gets Ctrl-C's SIGINT and then its parent's SIGTERM)."""
+    state = {"raised": False}
+
+    def handler(signum, frame) -> None:
+        if state["raised"]:
+            return
+        state["raised"] = True
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return handler
+
+
 @contextlib.contextmanager
-def terminate_as_interrupt():
+def terminate_as_interrupt(once: bool = False):
     """While inside, SIGTERM (``kill PID``) stops this process as Ctrl-C does: a sweep started in the
     background, where the shell makes it ignore SIGINT, can still be stopped with its runs ended as
-    interrupted. The previous handler comes back on leaving. Main thread only (elsewhere: nothing changes)."""
+    interrupted. ``once`` (a sweep worker): the first SIGTERM or SIGINT stops the process and later ones are
+    ignored while it ends its runs (the parent forwards SIGTERM after a Ctrl-C that reached the worker too;
+    it kills a worker that has not ended within a minute). The previous handlers come back on leaving. Main
+    thread only (elsewhere: nothing changes)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    handler = _interrupt_once() if once else interrupt
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
+    if once and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background sweep keeps ignoring it
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def worker_setup() -> None:

@@ -415,7 +415,7 @@ def worker_main(s: Settings, stop, index: int, faults=None) -> None:
     (``errors.fault``) ends it quietly, its line put on ``faults`` (a queue the sweep reads) for the sweep to
     stop on."""
     common.worker_setup()
-    with common.terminate_as_interrupt():  # the parent stops its workers with SIGTERM (SIGINT may be ignored)
+    with common.terminate_as_interrupt(once=True):  # the parent stops its workers with SIGTERM (SIGINT may be ignored)
         try:
             _serve(s, stop, index)
         except Exception as exc:

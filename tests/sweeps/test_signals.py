@@ -1,0 +1,43 @@
+"""How a sweep process takes signals: SIGTERM stops it as Ctrl-C does; a worker stops on the first signal and
+ignores the ones after it while it ends its runs (after a Ctrl-C that reached it, its parent sends SIGTERM)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+
+def _signal_self(signum) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(0.2)  # the handler runs in the main thread between bytecodes
+
+
+def test_sigterm_stops_the_process_as_ctrl_c_does_every_time():
+    from uwbench.sweeps.common import terminate_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with terminate_as_interrupt():
+        for _ in range(2):
+            with pytest.raises(KeyboardInterrupt, match="signal 15"):
+                _signal_self(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_worker_stops_on_the_first_signal_and_ends_its_runs_through_the_next(first):
+    from uwbench.sweeps.common import terminate_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    cleaned = False
+    with terminate_as_interrupt(once=True):
+        with pytest.raises(KeyboardInterrupt, match=f"signal {int(first)}"):
+            try:
+                _signal_self(first)
+            finally:
+                _signal_self(signal.SIGTERM)  # the parent's, while the clean-up runs: not raised
+                _signal_self(signal.SIGINT)
+                cleaned = True
+    assert cleaned
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
