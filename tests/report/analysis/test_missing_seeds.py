@@ -45,7 +45,8 @@ def test_the_report_names_each_cell_s_seeds_not_run_yet(tmp_path):
     want = {c.id: [s for s in plan.seeds_of(c.id) if (c.id, s) not in have] for c in plan.cells}
     want["dnc-add-T50"] = sorted(want["dnc-add-T50"] + [1])
     want = {c: s for c, s in want.items() if s}
-    assert f"({sum(map(len, want.values()))} runs)" in line
+    n = sum(map(len, want.values()))
+    assert f"({n} run{'s' if n != 1 else ''})" in line
     for cell, seeds in want.items():
         assert f"{cell} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" in line
     assert "`uwbench sweep studies/table2_reasoning.yaml --profile paper50`" in line

@@ -278,7 +278,7 @@ def _seeds_missing_line(study: StudyView, lacking: Dict[str, List[int]], set_fla
     n = sum(len(v) for v in lacking.values())
     each = "; ".join(f"{cell} seed{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}" for cell, v in lacking.items())
     command = " ".join(x for x in ("uwbench sweep", path, profile, set_flag.strip()) if x)
-    return (f"**Seeds not run yet ({n} runs):** {each}. The cells' means are over the seeds that ran; `{command}` "
+    return (f"**Seeds not run yet ({n} run{'s' if n != 1 else ''}):** {each}. The cells' means are over the seeds that ran; `{command}` "
             "runs the rest (on a machine without the runs' store, `uwbench restore` with the same study and "
             "profile first).")
 
