@@ -213,7 +213,7 @@ def test_a_profile_given_more_seeds_keeps_the_runs_it_had(committed, tmp_path, c
 
     narrow, wide = _plan(), load_plan(_widened_study(tmp_path), "smoke")
     assert wide.spec_hash != narrow.spec_hash and wide.n_runs() == narrow.n_runs() + 2
-    assert list(narrower_run_sets(wide, Snapshot.from_dir(committed).runs)) == [narrow.spec_hash]
+    assert narrower_run_sets(wide, Snapshot.from_dir(committed).runs) == {narrow.spec_hash}
     uri, storage = tracking_uri, str(tmp_path / "w.journal")
     lines = []
     done = restore(wide, committed, uri=uri, storage=storage, out=lines.append)
@@ -249,7 +249,7 @@ def test_a_run_set_that_differs_in_more_than_seeds_is_not_widened(committed):
 
     runs = Snapshot.from_dir(committed).runs
     other = load_plan(STUDY, "smoke", overrides={"train": {"steps": 6}})
-    assert narrower_run_sets(other, runs) == {}
+    assert narrower_run_sets(other, runs) == set()
     # fewer seeds than the snapshot's is not wider: the snapshot's run set is not contained in it
     plan = _plan()
     less = replace(plan, seeds=[], cell_seeds={})

@@ -262,7 +262,14 @@ class MoreColumns(Strict):
     T=50): the default profile's report shows the paper's whole table (``report/data/columns.py``)."""
 
     profile: str  # the profile its runs were swept with, e.g. paper100
-    snapshot: str  # its report folder (runs.csv), relative to the study's report folder, e.g. t100
+    snapshot: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # its report folder inside the study's, e.g. t100
+
+    @field_validator("snapshot")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError(f"snapshot {value!r}: name a folder inside the study's report folder, e.g. t100")
+        return value
 
 
 class StudySpec(Strict):

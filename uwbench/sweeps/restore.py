@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from uwbench import axes
 from uwbench.spec import Plan
@@ -68,19 +68,19 @@ class Restored:
         return out + [f"  left out: {n} row(s) {why}" for why, n in sorted(self.left_out.items())]
 
 
-def narrower_run_sets(plan: Plan, runs) -> Dict[str, str]:
-    """The spec hashes of ``runs`` (a snapshot's rows) that are ``plan``'s run set with fewer seeds, each with
-    the seeds it had (module docstring). A hash is recognised by recomputing it: ``plan`` with the study's
-    seeds or the seeds the snapshot holds, and no ``cell_seeds`` or the snapshot's own per cell; each cell's
-    old seeds must be among the seeds ``plan`` gives it."""
+def narrower_run_sets(plan: Plan, runs) -> Set[str]:
+    """The spec hashes of ``runs`` (a snapshot's rows) that are ``plan``'s run set with fewer seeds (module
+    docstring). A hash is recognised by recomputing it: ``plan`` with the study's seeds or the seeds the
+    snapshot holds, and no ``cell_seeds`` or the snapshot's own per cell; each cell's old seeds must be among
+    the seeds ``plan`` gives it."""
     import dataclasses
 
     from uwbench.spec.hash import plan_hash
 
     if plan.mode != "faithful" or not len(runs):
-        return {}
+        return set()
     mine = runs[(runs["profile"] == plan.profile) & (runs["spec_hash"] != plan.spec_hash)]
-    out: Dict[str, str] = {}
+    out: Set[str] = set()
     for spec_hash, rows in mine.groupby("spec_hash"):
         held = {cell: sorted({int(s) for s in r["seed"]}) for cell, r in rows.groupby("cell")}
         union = sorted({s for seeds in held.values() for s in seeds})
@@ -92,7 +92,7 @@ def narrower_run_sets(plan: Plan, runs) -> Dict[str, str]:
             if plan_hash(variant) != spec_hash:
                 continue
             if all(set(variant.seeds_of(c.id)) <= set(plan.seeds_of(c.id)) for c in plan.cells):
-                out[str(spec_hash)] = ", ".join(f"{c} seeds {variant.seeds_of(c)}" for c in sorted(held))
+                out.add(str(spec_hash))
             break
     return out
 

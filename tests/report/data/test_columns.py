@@ -65,3 +65,11 @@ def test_more_columns_must_name_another_profile():
     data["more_columns"] = [{"profile": "paper500", "snapshot": "t500"}]
     with pytest.raises(ValueError, match=r"more_columns\[0\]\.profile 'paper500': must be a profile of this study"):
         schema.StudySpec.model_validate(data)
+
+
+@pytest.mark.parametrize("snapshot", ["../t100", "..", "/tmp/t100", "a/b"])
+def test_more_columns_reads_only_a_folder_inside_the_study_s(snapshot):
+    from uwbench.spec import schema
+
+    with pytest.raises(ValueError, match="snapshot"):
+        schema.MoreColumns(profile="paper100", snapshot=snapshot)

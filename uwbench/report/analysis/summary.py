@@ -23,6 +23,7 @@ REDUCED_WRITERS = ("uniform", "cached_uniform")  # the writers whose time reduct
 
 
 MATCHES, WITHIN, OFF = "matches", "within tolerance", "off"
+MATCH_FLOOR_POINTS, MATCH_FLOOR_RELATIVE = 1.0, 0.05  # matches: within 2 std, or 1 pp of accuracy / 5% of an MSE
 
 
 REDUCED = "reduced budget"  # fewer updates than the paper's: its value is not held against the paper's
@@ -46,6 +47,13 @@ def metric_info(metric: str) -> Dict[str, Any]:
             "measure": m.name, "higher_better": m.higher_is_better}
 
 
+def match_floor_text(metric: str) -> str:
+    """The least gap that still matches, in words: '1 pp' of accuracy, '5%' of an MSE."""
+    if metrics.measure(metric).relative:
+        return f"{MATCH_FLOOR_RELATIVE:.0%}"
+    return f"{MATCH_FLOOR_POINTS:g} pp"
+
+
 def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float], metric: str, tol: float,
             steps: Optional[int] = None, paper_steps: Optional[int] = None) -> str:
     """matches: the paper's value lies within our noise (2 std, at least 1 pp / 5 % of an MSE);
@@ -58,9 +66,9 @@ def verdict(diff: Optional[float], std: Optional[float], paper: Optional[float],
         return REDUCED
     noise = 2.0 * std if is_number(std) else 0.0
     if metrics.measure(metric).relative:
-        floor, limit = 0.05 * abs(paper), tol * abs(paper)
+        floor, limit = MATCH_FLOOR_RELATIVE * abs(paper), tol * abs(paper)
     else:
-        floor, limit = 1.0, tol
+        floor, limit = MATCH_FLOOR_POINTS, tol
     if abs(diff) <= max(noise, floor):
         return MATCHES
     if abs(diff) <= limit:

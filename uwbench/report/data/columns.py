@@ -14,7 +14,6 @@ from typing import List
 
 import pandas as pd
 
-from uwbench.errors import NotFoundError
 from uwbench.report.data import study as study_data
 from uwbench.report.data.study import StudyView
 from uwbench.snapshot import Snapshot
@@ -36,8 +35,9 @@ def study_folder(study: StudyView, folder: str) -> str:
 
 
 def load_more_columns(study: StudyView, folder: str) -> List[Columns]:
-    """Each of the study's ``more_columns`` run sets that has a ``runs.csv``, viewed at its profile; a run set
-    not swept yet is left out (the report says so). Needs the study file (``study.path``)."""
+    """Each of the study's ``more_columns`` run sets that has runs of its profile in its ``runs.csv``, viewed at
+    that profile; a run set not swept yet is left out (the whole table then has no such columns). Needs the
+    study file (``study.path``)."""
     if not study.more_columns or not study.path:
         return []
     base = study_folder(study, folder)
@@ -50,9 +50,5 @@ def load_more_columns(study: StudyView, folder: str) -> List[Columns]:
         runs = runs[runs["study"].isin([study.id, ""]) & (runs["profile"] == profile)] if len(runs) else runs
         if not len(runs):
             continue
-        view = study_data.load(study.path, runs=runs)
-        if view.profiles != [profile]:
-            raise NotFoundError(f"more_columns: {path}/runs.csv holds runs of {', '.join(view.profiles)}, not of "
-                                f"profile {profile}")
-        out.append(Columns(profile, os.path.relpath(path, folder), view, runs))
+        out.append(Columns(profile, os.path.relpath(path, folder), study_data.load(study.path, runs=runs), runs))
     return out

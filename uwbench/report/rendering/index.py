@@ -12,7 +12,7 @@ import pandas as pd
 
 from uwbench import atomic
 from uwbench.errors import UserError
-from uwbench.report.analysis.summary import NOT_RUN, OK, study_status, summarize
+from uwbench.report.analysis.summary import NOT_RUN, OK, match_floor_text, study_status, summarize
 from uwbench.report.data.guard import generated
 from uwbench.report.data.study import StudyView, from_runs
 from uwbench.report.data.study import load as load_study
@@ -225,8 +225,8 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "One folder per study: tables (ours: mean ± std over final seeds, beside the paper's value), figures, "
             "`runs.csv` (the MLflow rows used) and `report.html`. Rebuild all with `uwbench report --all`; "
             "one without MLflow with `uwbench report --from-csv reports/<study>/runs.csv`.\n\n"
-            "Status: **matches** (the paper's value within 2 std of ours, or within 1 point of accuracy or 5% of an "
-            "MSE where that is wider), **within tolerance** (within the "
+            f"Status: **matches** (the paper's value within 2 std of ours, or within {match_floor_text('accuracy')} of "
+            f"accuracy or {match_floor_text('mse')} of an MSE where that is wider), **within tolerance** (within the "
             "study's tolerance), **off**, **not run**, each only where the runs had the paper's budget; cells "
             "that made fewer updates are **reduced budget**, never held against the paper's value. A study takes "
             "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "

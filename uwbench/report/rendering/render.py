@@ -34,7 +34,8 @@ from uwbench.report.analysis import search as search_analysis
 from uwbench.report.analysis.labels import cap, column_label, model_label, writer_rank
 from uwbench.report.analysis.pareto import pareto_points
 from uwbench.report.analysis.summary import (MATCHES, NO_PAPER, NOT_RUN, OFF, OK, REDUCED, WITHIN, metric_info,
-                                             missing_cells, missing_seeds, study_status, summarize)
+                                             match_floor_text, missing_cells, missing_seeds, study_status,
+                                             summarize)
 from uwbench.report.analysis.timing import devices
 from uwbench.report.data.guard import GENERATED_MARKER
 from uwbench.report.data.protocols import RunSet, load_others
@@ -413,7 +414,7 @@ def _readme(study: StudyView, summary, status, blocks, cells, ttable, pngs, runs
     if study.paper_ref:
         lines += [f"**Paper.** {study.paper_ref}", ""]
     lines += [f"**Status:** {status} ({n_run}/{len(summary)} cells run; verdict per cell: the paper's value "
-              f"within 2 std of ours or {'1 pp' if study.metric == 'accuracy' else '5%'}, whichever is wider, = matches, "
+              f"within 2 std of ours or {match_floor_text(study.metric)}, whichever is wider, = matches, "
               f"within {study.tol:g}"
               f"{' pp' if study.metric == 'accuracy' else ' (relative)'} = within tolerance, else off; only at the "
               "paper's budget: a cell that made fewer updates than the paper's is marked reduced budget). "
