@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 
 from uwbench import atomic
 from uwbench.png import save_png
+from uwbench.report.analysis import cores
 from uwbench.report.rendering import figures, page
 from uwbench.report.rendering.text import rounded
 from uwbench.report.verdicts import judge as verdicts, regime, stats
@@ -33,8 +34,9 @@ RULE = ("Each row is tested against uniform writing (UW) and regular writing on 
         f"holds fewer than {regime.MIN_POINTS} evaluations), otherwise Welch's t-test on the per-seed values, "
         f"Holm-corrected across the row's comparisons with that reference at α = {stats.ALPHA:g}: **better** or "
         "**worse** when significant, **n.s.** when not (or with fewer than two seeds a side). Time: CPU seconds "
-        "per 100 updates against regular writing, the geometric mean of the per-cell ratios over every column "
-        "(runs made on different machines compare the machines too). Rank: per counted column, 1 = best mean; "
+        "per 100 updates against regular writing, the geometric mean of the per-cell ratios over every column, "
+        "each cell's CPU time over its runs that had a core to themselves (CPU time at least "
+        f"{cores.CORE_SHARE_FLOOR:.0%} of wall time; runs made on different machines compare the machines too). Rank: per counted column, 1 = best mean; "
         "the board is ordered by the mean rank over a row's counted columns. **Counted columns** are those where "
         f"every baseline cell converged. A column with a baseline cell not converged (marked {NOT_CONVERGED}) "
         "is left out for every row alike: no cell there is ranked or tested, and the mean rank, the mean value "

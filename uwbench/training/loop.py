@@ -74,7 +74,7 @@ class RunResult:
     steps_done: int = 0
     train_seconds: float = 0.0
     seconds_per_100: Optional[float] = None  # steady state: the first update is not counted
-    cpu_seconds_per_100: Optional[float] = None  # the same in process CPU time (robust on a busy machine)
+    cpu_seconds_per_100: Optional[float] = None  # the same in process CPU time (no waiting for a core; docs/speed.md)
     model_cpu_seconds_per_100: Optional[float] = None  # of that, the model's forward, loss and backward
     first_update_seconds: Optional[float] = None
     threads: Optional[int] = None  # torch intra-op threads used

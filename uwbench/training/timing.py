@@ -4,7 +4,8 @@ one host sync per evaluation window, the warm-up update timed apart.
 The first update of a process (lazy initialisation and, with a compiled step, the compilation; with
 CUDA graphs, the capture) is the *warm-up*: timed on its own (``first_update_seconds``, or after a
 resume ``resume_warmup_seconds``) and left out of the per-100 figures, which measure the steady state.
-Beside wall time, process CPU time (robust on a busy machine) and, of that, the model's forward, loss
+Beside wall time, process CPU time (which leaves out the waiting for a core, though not what sharing one
+costs: ``uwbench.report.analysis.cores``) and, of that, the model's forward, loss
 and backward (the rest is the trainer's own work).
 """
 from __future__ import annotations

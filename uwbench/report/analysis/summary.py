@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from uwbench import axes, metrics, selection
+from uwbench.report.analysis import cores
 from uwbench.report.data.study import StudyView
 from uwbench.values import is_number, present
 
@@ -114,9 +115,14 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             state = NOT_RUN
         t100 = done["mean_seconds_per_100"].to_numpy(dtype=float)
         t100 = t100[~np.isnan(t100)]
-        cpu100 = (done["mean_cpu_seconds_per_100"].to_numpy(dtype=float) if "mean_cpu_seconds_per_100" in done.columns
+        shared = cores.shared_core(done)  # runs that took turns on a core: their CPU time is not the writer's
+        alone = done[~shared]
+        cpu100 = (alone["mean_cpu_seconds_per_100"].to_numpy(dtype=float)
+                  if "mean_cpu_seconds_per_100" in alone.columns
                   else np.array([]))  # a snapshot from before the column: no CPU figure
         cpu100 = cpu100[~np.isnan(cpu100)]
+        wall_alone = alone["mean_seconds_per_100"].to_numpy(dtype=float)
+        wall_alone = wall_alone[~np.isnan(wall_alone)]
         cell_axes = _axis_row(axes_)
         steps = [int(v) for v in done["steps"] if is_number(v)] if "steps" in done.columns else []
         paper_steps = spec_cell.paper_steps if spec_cell else None
@@ -130,7 +136,8 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
             "verdict": verdict(diff, std, paper, study.metric, study.tol, min(steps) if steps else None, paper_steps),
             "steps": min(steps) if steps else None, "paper_steps": paper_steps,
             "samples": tuple(float(v) for v in values), "run_ids": tuple(str(r) for r in done["run_id"]),
-            "cpu_samples": tuple(float(v) for v in cpu100), "wall_samples": tuple(float(v) for v in t100),
+            "cpu_samples": tuple(float(v) for v in cpu100), "wall_samples": tuple(float(v) for v in wall_alone),
+            "n_shared_core": int(shared.sum()),
             "state": state,
             "sec100_mean": float(np.mean(t100)) if len(t100) else None,
             "sec100_std": float(np.std(t100, ddof=1)) if len(t100) > 1 else None,
@@ -174,9 +181,11 @@ LAID_OUT = ("task", "model", "controller", "writer", "seq_len", "memory_size", "
 SUMMARY_RESULTS = ("compression_ratio", "lr", "clip", "n", "n_failed", "n_trials", "grid_points", "mean", "std",
                    "paper_time_reduction", "paper", "diff", "verdict", "state", "sec100_mean", "sec100_std", "cpu100_mean",
                    "device", "num_parameters", "steps", "paper_steps",
-                   # per finished final run (the verdicts' tests): the metric in report units, run ids, CPU and
-                   # wall seconds per 100 updates
-                   "samples", "run_ids", "cpu_samples", "wall_samples")
+                   # per finished final run (the verdicts' tests): the metric in report units, run ids; CPU and
+                   # wall seconds per 100 updates of the runs that had a core to themselves
+                   "samples", "run_ids", "cpu_samples", "wall_samples",
+                   # finished final runs that shared their core (``cores``): left out of the CPU figures
+                   "n_shared_core")
 
 
 def select_grid_point(done: pd.DataFrame, info: Mapping[str, Any]) -> Tuple[pd.DataFrame, int]:

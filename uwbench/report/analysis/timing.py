@@ -14,7 +14,9 @@ from uwbench.values import is_number
 def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
     """For every uniform / cached-uniform cell with a regular twin (same model, controller, task, T, D):
     its seconds per 100 updates, the twin's, and the reduction 100 (1 - t / t_regular) in %, on CPU seconds
-    where both sides recorded them (steady on a shared machine), else on wall seconds (``basis``)."""
+    where both sides recorded them, else on wall seconds (``basis``). The CPU figures are those of the runs
+    that had a core to themselves (``cores``); where a side recorded CPU time but none of its runs had a
+    core to itself, its reduction is None (``basis`` cpu): its runs' times do not measure the writer."""
     keys = ["model", "controller", "task", "seq_len", "memory_size"]
     regular = {tuple(str(r[k]) for k in keys): r for _, r in summary.iterrows()
                if r["writer"] == "regular" and is_number(r["sec100_mean"])}
@@ -25,17 +27,23 @@ def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
         twin = regular.get(tuple(str(r[k]) for k in keys))
         if twin is None:
             continue
-        cpu = is_number(r["cpu100_mean"]) and is_number(twin["cpu100_mean"])
+        cpu = _cpu_recorded(r) and _cpu_recorded(twin)
         t, t_reg = (r["cpu100_mean"], twin["cpu100_mean"]) if cpu else (r["sec100_mean"], twin["sec100_mean"])
+        known = is_number(t) and is_number(t_reg)
         rows.append({"cell": r["cell"], "regular_cell": twin["cell"], "model": r["model"],
                      "controller": r["controller"], "writer": r["writer"], "task": r["task"],
                      "seq_len": r["seq_len"], "memory_size": r["memory_size"], "cache_size": r["cache_size"],
                      "sec100": r["sec100_mean"], "sec100_regular": twin["sec100_mean"],
-                     "basis": "cpu" if cpu else "wall", "basis_regular": t_reg,
-                     "reduction": 100.0 * (1.0 - t / t_reg)})
+                     "basis": "cpu" if cpu else "wall", "basis_regular": t_reg if is_number(t_reg) else None,
+                     "reduction": 100.0 * (1.0 - t / t_reg) if known else None})
     return pd.DataFrame(rows, columns=["cell", "regular_cell", "model", "controller", "writer", "task", "seq_len",
                                        "memory_size", "cache_size", "sec100", "sec100_regular", "basis",
                                        "basis_regular", "reduction"])
+
+
+def _cpu_recorded(row) -> bool:
+    """The cell's runs recorded CPU time: some had a core to themselves, or all shared one."""
+    return is_number(row["cpu100_mean"]) or bool(row.get("n_shared_core") or 0)
 
 
 def devices(summary: pd.DataFrame) -> List[str]:

@@ -181,6 +181,7 @@ def accuracy_vs_ratio(summary: pd.DataFrame, metric: str = "accuracy"):
 
 def time_reduction(summary: pd.DataFrame, device: str = ""):
     red = time_reductions(summary)
+    red = red[red["reduction"].map(is_number)]  # a side without a run that had a core to itself: no figure
     if len(red) == 0:
         return None
     fig = new_figure(6.0, 4.2)

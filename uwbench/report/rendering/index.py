@@ -235,7 +235,9 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "the noise), or **not testable at this budget** (below the paper's budget a side had not converged: its "
             "curve rising or falling, its training loss at the guessing level, or too few evaluations in its last "
             "quarter to tell; the list below the table gives each report's reason). A time claim is tested on "
-            "CPU seconds, or on wall seconds where the runs recorded no CPU time, and its text says which.\n\n"
+            "CPU seconds of the runs that had a core to themselves (**not testable on shared cores** where a side "
+            "has fewer than two), or on wall seconds where the runs recorded no CPU time, and its text says "
+            "which.\n\n"
             + to_markdown(t) + "\n" + untested_section(entries))
     atomic.write_text(path, text)
     readme_block.refresh(root, studies_dir)  # the README's results block, from the same files

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import pandas as pd
 
 from uwbench import axes, metrics
+from uwbench.report.analysis import cores
 from uwbench.report.analysis.labels import (cap, column_label, label_flags, model_label, needs, needs_in_order,
                                             sort_value, task_label, varies, writer_rank)
 from uwbench.report.analysis.summary import extra_axes, metric_info
@@ -171,14 +172,17 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
         return None
     red = {r["cell"]: r for _, r in time_reductions(summary).iterrows()}
     has_paper = timed["paper_time_reduction"].map(is_number).any()
-    has_cpu = timed["cpu100_mean"].map(is_number).any()  # snapshots from before the CPU column have none
+    shared = int(timed["n_shared_core"].sum()) if "n_shared_core" in timed.columns else 0
+    # snapshots from before the CPU column have none; runs that all shared their cores have no CPU figure
+    has_cpu = bool(timed["cpu100_mean"].map(is_number).any()) or shared > 0
     columns = ["Model", "Task", "T", "D", "s / 100 updates"] + (["CPU s / 100"] if has_cpu else [])
     # the regular twin's time on the basis its reduction is computed on: CPU seconds where both sides have them
     regular_column = "regular writing's CPU s / 100" if has_cpu else "vs regular (s / 100)"
-    columns += ["n", regular_column, "time reduction (%)"] + (["paper (%)"] if has_paper else [])
+    columns += ["n"] + (["CPU-timed n"] if shared else []) + [regular_column, "time reduction (%)"] + (
+        ["paper (%)"] if has_paper else [])
     csv_columns = ["cell", "model", "writer", "controller", "task", "seq_len", "memory_size", "cache_size",
                    "sec100_mean", "sec100_std"] + (["cpu_sec100_mean"] if has_cpu else []) + [
-                   "n", "device", "regular_cell", "sec100_regular"] + (
+                   "n", "n_shared_core", "device", "regular_cell", "sec100_regular"] + (
                    ["reduction_basis", "basis_sec100_regular"] if has_cpu else []) + [
                    "reduction_percent", "paper_reduction_percent"]
     rows, csv_rows = [], []
@@ -187,13 +191,14 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
         x = red.get(r["cell"])
         cpu = [fmt(r["cpu100_mean"], 2)] if has_cpu else []
         rows.append([model_label(r, **flags), task_label(r["task"]),
-                     int_text(r["seq_len"]), int_text(r["memory_size"]), time_text(r)] + cpu + [str(int(r["n"])),
+                     int_text(r["seq_len"]), int_text(r["memory_size"]), time_text(r)] + cpu + [str(int(r["n"]))] + (
+                     [str(int(r["n"]) - int(r["n_shared_core"]))] if shared else []) + [
                      _regular_text(x, has_cpu), fmt(x["reduction"], 1) if x is not None else ""] + (
                         [fmt(r["paper_time_reduction"], 1)] if has_paper else []))
         csv_rows.append([r["cell"], r["model"], r["writer"], r["controller"], r["task"], csv_value(r["seq_len"]),
                          csv_value(r["memory_size"]), csv_value(r["cache_size"]), rounded(r["sec100_mean"]),
                          rounded(r["sec100_std"])] + ([rounded(r["cpu100_mean"])] if has_cpu else []) + [
-                         int(r["n"]), r["device"],
+                         int(r["n"]), int(r["n_shared_core"]), r["device"],
                          x["regular_cell"] if x is not None else "",
                          rounded(x["sec100_regular"]) if x is not None else ""] + (
                          [x["basis"] if x is not None else "", rounded(x["basis_regular"]) if x is not None else ""]
@@ -205,11 +210,16 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
              "controller, task, T and D, on CPU seconds where both recorded them (else wall seconds); timings "
              "compare only on the same device."]
     if has_cpu:
-        notes.append("CPU s / 100: the run's own CPU seconds per 100 updates (mean over seeds). On a shared machine "
-                     "the wall time also counts the waiting for a core; the CPU time does not, so where the two "
-                     "differ much the runs shared their cores.")
+        notes.append("CPU s / 100: the run's own CPU seconds per 100 updates (mean over the seeds that had a core to "
+                     "themselves). On a shared machine the wall time also counts the waiting for a core.")
         notes.append("Regular writing's CPU s / 100: the regular-writing cell the reduction is taken against, on the "
                      "same CPU seconds (a value marked (wall) is wall seconds, where a side recorded no CPU time).")
+    if shared:
+        notes.append(f"{shared} of {int(timed['n'].sum())} runs shared their core while they trained (CPU time "
+                     f"below {cores.CORE_SHARE_FLOOR:.0%} of wall time: more processes than cores took turns). "
+                     "Sharing a core also costs CPU time, so their CPU times are left out: CPU s / 100, the "
+                     "reductions and the time verdicts use the CPU-timed runs only, and a reduction is blank where "
+                     "a side has none (docs/speed.md, \"Timing on a shared machine\").")
     trained = training_note(runs) if runs is not None else None
     if trained is not None:
         notes.append(trained)
@@ -219,7 +229,7 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
 
 def _regular_text(x, has_cpu: bool) -> str:
     """The regular twin's seconds per 100 updates on the basis of the reduction beside it."""
-    if x is None:
+    if x is None or not is_number(x["basis_regular"]):
         return ""
     if not has_cpu:
         return f"{x['sec100_regular']:.2f}"

@@ -6,6 +6,7 @@ import os
 from typing import List, Optional
 
 from uwbench import atomic
+from uwbench.report.analysis import cores
 from uwbench.report.rendering.text import int_text, rounded
 from uwbench.report.verdicts import regime as regime_mod, stats
 from uwbench.report.verdicts.judge import MIN_SEEDS, Value, Verdicts
@@ -23,9 +24,11 @@ RULE_TEXT = ("each comparison is **not testable at this budget** when a side has
              "converged** (never a plain yes or no while a side still moves); otherwise Welch's t-test of the per-seed values, Holm-corrected "
              f"across the claim's comparisons at α = {stats.ALPHA:g}: **yes** / **no** when significant (the "
              "claimed winner better / worse), **inconclusive** when not, or when a side has fewer than "
-             f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) and need no "
-             "convergence. A claim is no when any comparison is, yes when every one is (the unconverged forms "
-             "likewise, a plain no or yes first), not testable when one is not testable.")
+             f"{MIN_SEEDS} seeds. Time claims use CPU seconds per 100 updates (wall beside) of the runs that had a "
+             f"core to themselves ({cores.floor_text()}) and need no convergence; a side with fewer than "
+             f"{MIN_SEEDS} such runs makes a time comparison **not testable on shared cores**. A claim is no when "
+             "any comparison is, yes when every one is (the unconverged forms likewise, a plain no or yes first), "
+             "not testable when one is not testable.")
 
 
 def _side(v: Value, dec: int) -> str:

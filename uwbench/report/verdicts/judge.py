@@ -11,7 +11,10 @@ The rule, one for every comparison of a claim:
 1. **not testable at this budget** when a side of an accuracy or MSE comparison has not converged
    (``regime``: its curve still rises over its last quarter, or its training loss has not left the
    guessing level at a budget below the paper's). The reason names the side, its slope and its loss.
-2. **inconclusive** when a side has fewer than ``stats.MIN_SEEDS`` finished seeds, or (time) the sides
+2. **not testable on shared cores** when a side of a time comparison has fewer than ``stats.MIN_SEEDS``
+   runs that had a CPU core to themselves while they trained (``analysis.cores``): a run that took turns
+   on a core spends more CPU time per update, so its time is not its writer's.
+   **inconclusive** when a side has fewer than ``stats.MIN_SEEDS`` finished seeds, or (time) the sides
    ran on different devices.
 3. Otherwise Welch's t-test of the two sides' per-seed values (``stats.welch``), and Holm's correction
    across the tested comparisons of the claim at ``stats.ALPHA`` (``stats.holm``): **yes** when rejected
@@ -21,11 +24,11 @@ The rule, one for every comparison of a claim:
    budget, not converged** or **no at the paper's budget, not converged**: no report says a plain yes
    or no unless both sides have converged.
 
-Time claims are judged on each run's CPU seconds per 100 updates (steady on a shared machine), with
+Time claims are judged on CPU seconds per 100 updates of the runs that had a core to themselves, with
 wall seconds shown beside them; they need no convergence. A claim is **no** when any comparison is no,
 else no-not-converged when any is, **yes** when every comparison is yes, yes-not-converged when every
 one is a yes of either kind, **not testable at this budget** when a comparison is not
-testable, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
+testable, **not testable on shared cores** when one is that, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
 10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the per-seed
 gains of UW over regular writing at the best ratio inside that window with those at the best outside it.
 """
@@ -36,6 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from uwbench.report.analysis import cores
 from uwbench.report.analysis.compute import Compute, compute
 from uwbench.report.analysis.labels import cap, column_label, label_flags, model_label
 from uwbench.report.analysis.summary import OK, metric_info
@@ -50,6 +54,9 @@ YES, NO, INCONCLUSIVE, NOT_TESTABLE = "yes", "no", "inconclusive", "not testable
 # A significant difference at the paper's own budget with a side whose curve has not converged: the
 # paper's claim as made (at that budget) is tested, but a plain yes or no would say more than the runs do.
 YES_UNSETTLED, NO_UNSETTLED = "yes at the paper's budget, not converged", "no at the paper's budget, not converged"
+# A time comparison whose side has fewer than MIN_SEEDS runs that had a core to themselves (``cores``): the
+# others' CPU times include the cost of sharing one, so they do not measure the writer.
+NOT_TIMED = "not testable on shared cores"
 MIN_SEEDS = stats.MIN_SEEDS
 
 
@@ -106,6 +113,7 @@ class Value:
     samples: Tuple[float, ...] = ()
     regime: Optional[Regime] = None
     wall: Optional[float] = None  # time claims: the mean wall seconds per 100 updates, shown beside
+    shared: int = 0  # time claims: the side's runs left out for having shared their core (``cores``)
 
 
 @dataclass
@@ -141,6 +149,11 @@ def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = Tr
             return NOT_TESTABLE, "; ".join(
                 f"{v.label}: {v.regime.state if v.regime else regime_mod.UNKNOWN}"
                 + (f", {v.regime.detail}" if v.regime and v.regime.detail else "") for v in stuck)
+    short = [v for v in (winner, loser) if v.shared and v.n < MIN_SEEDS]
+    if short:  # its runs' times are not the writer's: no more seeds would say so, runs with a core would
+        return NOT_TIMED, "; ".join(
+            f"{v.label}: {v.n} of {v.n + v.shared} runs had a core to themselves ({cores.floor_text()})"
+            for v in short)
     if winner.mean is None or loser.mean is None:
         return INCONCLUSIVE, "a side has no value"
     if min(winner.n, loser.n) < MIN_SEEDS:
@@ -193,14 +206,18 @@ def combine(verdicts: Sequence[str]) -> str:
         return YES_UNSETTLED
     if any(v == NOT_TESTABLE for v in verdicts):
         return NOT_TESTABLE
+    if any(v == NOT_TIMED for v in verdicts):
+        return NOT_TIMED
     return INCONCLUSIVE
 
 
 def _value(row, measure: str, label: str, regimes: Mapping[str, Regime]) -> Value:
     if measure == "time":
-        samples = tuple(row["cpu_samples"]) or tuple(row["wall_samples"])
-        return _from_samples(samples, label + (" (CPU)" if row["cpu_samples"] else " (wall)"),
-                             wall=number_or_none(row["sec100_mean"]) if row["cpu_samples"] else None)
+        shared = int(row.get("n_shared_core") or 0)
+        cpu = bool(row["cpu_samples"]) or shared > 0  # CPU time recorded (by runs kept or left out)
+        samples = tuple(row["cpu_samples"]) if cpu else tuple(row["wall_samples"])
+        return _from_samples(samples, label + (" (CPU)" if cpu else " (wall)"),
+                             wall=number_or_none(row["sec100_mean"]) if cpu else None, shared=shared)
     return _from_samples(tuple(row["samples"]), label, regime=regimes.get(row["cell"]))
 
 
