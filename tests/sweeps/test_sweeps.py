@@ -549,3 +549,18 @@ def test_a_sweeps_environment_settings_end_with_it(tmp_path, monkeypatch):
                  "--checkpoint-dir", str(tmp_path / "ck"), "--storage", str(tmp_path / "j.journal")]) == 0
     assert env.SYSTEM_METRICS_ENV not in os.environ and CHECKPOINT_DIR_ENV not in os.environ
     assert env.system_metrics()
+
+
+def test_a_sweep_warns_when_its_workers_and_the_load_outnumber_the_cores():
+    """Runs that share a core spend more CPU time, and reports leave their times out: the sweep says so
+    before it starts them, and stays quiet where its workers fit."""
+    from uwbench.sweeps.driver import crowding_note, machine_load
+
+    assert crowding_note(2, 2, 0.6) is None  # 2 workers on 2 idle cores (the load: this process starting up)
+    assert crowding_note(0, 1, 0.9) is None  # trained in this process on one core
+    assert crowding_note(None, 1, 9.0) is None  # not a local pool (Ray places its own trials)
+    note = crowding_note(2, 2, 2.1)  # another sweep's 2 workers already run
+    assert note and "2 training process(es) on 2 core(s)" in note and "2.1" in note and "speed.md" in note
+    assert crowding_note(4, 2, 0.0)
+    cores, load = machine_load()
+    assert cores >= 1 and load >= 0.0

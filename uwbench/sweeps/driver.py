@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from uwbench import env, native
 from uwbench.spec import Plan
@@ -99,6 +99,34 @@ def _end_cells(exc: BaseException, plan: Plan, engine, experiment_id: str, cell_
         except Exception:  # noqa: BLE001 - the store took part of it (a fault): end the rest without a summary
             pass
     common.fail_cell_runs(cell_runs, uri, error or "interrupted", "KILLED" if faulted else "FAILED")
+
+
+def machine_load() -> Tuple[int, float]:
+    """The cores this process may use and the machine's 1-minute load average (0 where unknown)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return cores, load
+
+
+def crowding_note(workers: Optional[int], cores: int, load: float) -> Optional[str]:
+    """What to say when this sweep's local workers (``workers``; 0 trains in this process, None: not a local
+    pool) and what already runs (``load``) are more than the ``cores``: their runs will share cores, which
+    costs CPU time too, so a report leaves their times out (``uwbench.report.analysis.cores``). None when
+    they fit, with a core of slack: the load average counts this process, busy starting up."""
+    if workers is None:
+        return None
+    training = max(1, workers)
+    if training + load <= cores + 1.0:
+        return None
+    return (f"note: {training} training process(es) on {cores} core(s) with a load average of {load:.1f} "
+            "already: runs that share a core spend more CPU time per update, so a report leaves their times "
+            "out of time comparisons (docs/speed.md, \"Timing on a shared machine\"); accuracy is unaffected")
 
 
 class EveryRunFailed(common.SweepError):
@@ -164,6 +192,9 @@ def _sweep(plan: Plan, backend: str, uri: Optional[str], experiment: Optional[st
                 f"{len(plan.cells)} cells, {planned} runs planned, {len(records)} recorded"
                 + (f", {recovered} interrupted run(s) recovered" if recovered else ""))
             out(f"  MLflow {uri} (experiment {experiment or plan.id!r}); {where}")
+            crowded = crowding_note(getattr(engine, "workers", None), *machine_load())
+            if crowded and not complete(plan, records):
+                out(crowded)
             disagree = _unrecorded(plan, engine, experiment_id, uri, records, where)
             if disagree and complete(plan, records):
                 raise StoresDisagree(disagree)
