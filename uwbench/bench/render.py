@@ -139,15 +139,21 @@ def _population(p: Dict[str, Any]) -> List[str]:
                  f"W={c['word_size']}, batch {c['batch']}; {c['updates_per_run']} timed updates per run, medians of "
                  f"{c['rounds']} rounds): a member's time per update against the solo run's of the same round",
              ""]
+    shares = any("min_core_share" in row for w in p["writers"].values() for row in w["populations"])
     rows = []
     for writer, w in p["writers"].items():
         solo = w["solo"]
-        rows.append([writer, "solo", 1, f"{solo['member_s_per_update'] * 1e3:.1f}", f"{solo['updates_per_s']:g}", 1])
+        rows.append([writer, "solo", 1, f"{solo['member_s_per_update'] * 1e3:.1f}", f"{solo['updates_per_s']:g}", 1]
+                    + ([""] if shares else []))
         for row in w["populations"]:
             rows.append([writer, w["path"], row["k"], f"{row['member_s_per_update'] * 1e3:.1f}",
-                         f"{row['member_updates_per_s']:g}", f"{row['ratio']:g}"])
-    table = Table("populations", ["writer", "path", "K", "member ms/update", "member-updates/s", "x solo"], rows)
-    return lines + to_compact_markdown(table, "llrrrr")
+                         f"{row['member_updates_per_s']:g}", f"{row['ratio']:g}"]
+                        + ([f"{row['min_core_share']:g}" if "min_core_share" in row else ""] if shares else []))
+    columns = ["writer", "path", "K", "member ms/update", "member-updates/s", "x solo"]
+    if shares:  # below 0.9 the bench shared a core, which costs CPU time (docs/speed.md)
+        columns.append("least core share")
+    table = Table("populations", columns, rows)
+    return lines + to_compact_markdown(table, "llrrrr" + ("r" if shares else ""))
 
 
 RENDERERS = {"headline": _headline, "writers": _writers, "trainer": _trainer, "endtoend": _end_to_end,
@@ -177,7 +183,8 @@ TARGETS_ALIGN = "lrcl"
 def targets_table(targets) -> Table:
     """The benchmark's targets: each measured value and whether it met its target."""
     return Table("targets", ["target", "measured", "met", "how"],
-                 [[t["target"], fmt_measure(t), "yes" if t["met"] else "no", t["using"]] for t in targets])
+                 [[t["target"], fmt_measure(t), {True: "yes", False: "no"}.get(t["met"], "not judged"), t["using"]]
+                  for t in targets])
 
 
 def format_tables(result: Dict[str, Any]) -> str:

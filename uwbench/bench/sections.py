@@ -312,7 +312,8 @@ def load_average() -> Optional[List[float]]:
 
 
 def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline", "writers", "trainer", "scaling"),
-                   compile: bool = True, repeats: Optional[int] = None, log=print) -> Dict[str, Any]:
+                   compile: bool = True, repeats: Optional[int] = None, log=print,
+                   population_sizes: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """Run the chosen sections at one thread and return the result dict (what ``uwbench bench`` writes).
     ``mode``: quick (a CI-sized configuration, checks the machinery; the numbers mean little),
     default (the paper's configuration; scaling on a small grid), full (scaling up to D = 256, T = 1000)."""
@@ -326,6 +327,7 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # the configuration of every number here (benchmarks/README.md)
     cfg = dict(QUICK if mode == "quick" else PAPER)
+    asked = repeats  # the population section's rounds, where given
     repeats = repeats or (5 if mode == "quick" else 7)
     started = time.time()
     result: Dict[str, Any] = {"mode": mode, "compile": compile, "machine": machine_info(),
@@ -348,7 +350,8 @@ def run_benchmarks(mode: str = "default", sections: Sequence[str] = ("headline",
         if "population" in sections:
             from uwbench.bench.population import population
 
-            result["sections"]["population"] = population(cfg, mode, 2 if mode == "quick" else 3, log)
+            rounds = asked if asked is not None else (2 if mode == "quick" else 3)
+            result["sections"]["population"] = population(cfg, mode, rounds, log, population_sizes)
         if "gpu" in sections:
             from uwbench.bench.gpu import gpu
 

@@ -30,7 +30,11 @@ def add_arguments(p) -> None:
                    help="which sections to run (default: all)")
     p.add_argument("--no-compile", dest="compile", action="store_false",
                    help="leave out the torch.compile'd candidates (they cost minutes of compilation)")
-    p.add_argument("--repeats", type=int, help="timed rounds per table (default 7; 5 with --quick)")
+    p.add_argument("--repeats", type=int, help="timed rounds per table (default 7; 5 with --quick; the population "
+                   "section 3, 2 with --quick)")
+    p.add_argument("--population-sizes", type=int, nargs="+", metavar="K",
+                   help="the population sizes K the population section measures (default 1 2 4 8 16 64 on a CPU, "
+                        "up to 256 on a GPU)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the JSON result (default {DEFAULT_OUT})")
     p.add_argument("--name", help="file name of the JSON result (default bench-<date>-<mode>.json)")
     p.add_argument("--no-write", action="store_true", help="print the tables only")
@@ -65,7 +69,10 @@ def run(args) -> int:
     def log(msg: str) -> None:
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
-    result = run_benchmarks(mode, args.sections, compile=args.compile, repeats=args.repeats, log=log)
+    if args.population_sizes and min(args.population_sizes) < 1:
+        raise UserError(f"`--population-sizes` must all be at least 1, got {args.population_sizes}")
+    result = run_benchmarks(mode, args.sections, compile=args.compile, repeats=args.repeats, log=log,
+                            population_sizes=args.population_sizes)
     print(format_tables(result))
     if not args.no_write:
         path = write_result(result, args.out, args.name)
