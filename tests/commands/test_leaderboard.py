@@ -172,7 +172,11 @@ def test_a_plugin_writer_gets_its_row_and_can_commit_it(tmp_path, tracking_uri):
     # not counted for any row: no rank, no test, nothing tallied, and the header says so
     assert mine["copy_T6_D1_regime"] == "unknown" and mine["ranked_columns"] == 0 and pd.isna(mine["mean_rank"])
     assert [mine[f"vs_{w}_{o}"] for w in ("uniform", "regular") for o in ("better", "worse", "ns")] == [0] * 6
-    assert mine["vs_uniform_not_testable_at_this_budget"] == 0 and mine["cpu_time_vs_regular"] > 0
+    assert mine["vs_uniform_not_testable_at_this_budget"] == 0
+    cells = pd.read_csv(out / "cells.csv").set_index("row")
+    # a CPU-time ratio where both rows' cell had runs with a core to themselves (a loaded machine may give none)
+    timed = cells.loc[["dnc_toy_every2", "dnc"], "cpu_seconds_per_100"].notna().all()
+    assert (mine["cpu_time_vs_regular"] > 0) if timed else pd.isna(mine["cpu_time_vs_regular"])
     text = (out / "board.md").read_text()
     assert "DNC+toy_every2" in text and "**Baselines: 0 of 2 cells converged** (0%" in text
     assert f"Copy 33% {board_render.NOT_CONVERGED} |" in text and not (out / "pareto.png").exists()

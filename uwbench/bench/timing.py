@@ -4,7 +4,8 @@ Each candidate first runs ``warmup`` untimed iterations (lazy initialisation; co
 candidates, whose first call is kept apart as ``first_call``). Then every round runs each candidate
 once, the starting candidate rotating, so that a burst of load from other processes hits all of them
 alike. Each iteration is timed with ``time.process_time`` (this process's CPU time: with one thread it
-leaves out the time spent waiting for a core, the figure that holds on a shared machine) and with
+leaves out the time spent waiting for a core, though not what sharing one costs:
+``uwbench.report.analysis.cores``) and with
 ``time.perf_counter`` (wall).
 """
 from __future__ import annotations

@@ -17,8 +17,9 @@ ID_COLUMNS = ("study", "cell", "role", "status", "seed", "trial_number", "run_id
 INTERRUPTED = ("running", "killed")  # MLflow statuses of a run that is not over: it resumes
 META_COLUMNS = ("search_params", "device", "num_parameters", "spec_hash", "git_sha", "profile", "backend",
                 "overrides")  # overrides: a --set sweep's values, JSON {section: {key: value}}
-# Times: wall seconds per 100 updates (what the tables compare) and the run's own CPU seconds per 100 (steadier
-# on a shared machine: it leaves out the waiting for a core); torch_threads: the run's intra-op threads.
+# Times: wall seconds per 100 updates and the run's own CPU seconds per 100 (it leaves out the waiting for a core;
+# the reports compare it, over the runs that had a core to themselves: report.analysis.cores); torch_threads:
+# the run's intra-op threads.
 METRIC_COLUMNS = metrics.keys("test", "best_eval") + ("mean_seconds_per_100", "mean_cpu_seconds_per_100",
                                                       "train_seconds", "eval_seconds", "torch_threads")
 # steps: the updates a run made (the last step of its learning curve; the configured budget for a run without

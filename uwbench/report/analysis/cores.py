@@ -4,7 +4,7 @@ A one-thread run's process CPU time over its wall time, over the same timed upda
 (``uwbench.training.timing``), is the share of a core it got: about 0.99 on a core of its own, less where
 more processes than cores took turns. CPU time is not load-free: a run that shared its core also spends
 more CPU time per update (caches and branch predictors are refilled after every switch), up to half as much
-again at a share of 0.5-0.7 in the committed Table 1 runs (docs/speed.md, "Timing on a shared machine").
+again at shares below 0.8 in the committed runs (docs/speed.md, "Timing on a shared machine").
 So a time comparison uses only the runs whose share is at least ``CORE_SHARE_FLOOR``.
 
 Only one-thread CPU runs are judged (``torch_threads`` 1): a run of several threads need not keep them all
