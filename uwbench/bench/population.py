@@ -43,7 +43,7 @@ def population(cfg: Dict[str, Any], mode: str, repeats: int, log: Callable = pri
     """The section's result: per writer, the solo run and a row per K (medians over ``repeats`` rounds).
     Each population is timed right after a solo run of its own round, and its ratio is taken against that
     solo run, so a change of load between sizes does not enter a ratio. ``sizes``: the K to measure (default
-    by device). Each row keeps the least core share its two sides had: below ``cores.CORE_SHARE_FLOOR`` the
+    by device). Each row keeps the least core share its two sides had: below ``training.timing.CORE_SHARE_FLOOR`` the
     bench shared a core, whose cost is in its CPU times, and the CPU target is not judged on it."""
     import torch
 
@@ -94,7 +94,7 @@ def population(cfg: Dict[str, Any], mode: str, repeats: int, log: Callable = pri
 def population_targets(section: Dict[str, Any]) -> List[Dict[str, Any]]:
     """CPU: at K = 8 a member costs at most ``CPU_TARGET`` x the solo run per update (every writer), judged
     only where every timed side had a core to itself (``min_core_share``; older results have none)."""
-    from uwbench.report.analysis.cores import CORE_SHARE_FLOOR
+    from uwbench.training.timing import CORE_SHARE_FLOOR
 
     if section.get("config", {}).get("device") != "cpu":
         return []

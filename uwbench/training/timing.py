@@ -13,6 +13,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+# A one-thread CPU run whose CPU time was below this share of its wall time shared its core with another
+# process; its CPU time is then inflated too (uwbench.report.analysis.cores), so time comparisons leave it out.
+CORE_SHARE_FLOOR = 0.9
+
 
 class UpdateTimer:
     """The clock of one training process. Per update: ``start`` -> ``model_start`` -> ``model_end`` ->
