@@ -12,7 +12,7 @@ import pytest
 
 from uwbench import snapshot
 from uwbench.report.analysis import cores
-from uwbench.report.analysis.summary import summarize
+from uwbench.report.analysis.summary import cpu_recorded, summarize
 from uwbench.report.analysis.timing import time_reductions
 from uwbench.report.rendering.tables import time_table
 from uwbench.report.verdicts import judge
@@ -99,6 +99,20 @@ def test_with_no_timed_run_on_a_side_the_reduction_is_blank_and_the_claim_not_te
     assert result.verdict in (judge.NO, judge.NOT_TESTABLE, judge.NOT_TIMED)
     assert judge.combine([judge.YES, judge.NOT_TIMED]) == judge.NOT_TIMED
     assert judge.combine([judge.NOT_TIMED, judge.NO]) == judge.NO
+
+
+def test_one_rule_says_whether_a_cell_recorded_cpu_time():
+    """The time table, the reductions and the verdicts ask one question of a cell: some run timed alone, or
+    every run that recorded CPU time shared its core; a snapshot from before the CPU column has neither."""
+    assert cpu_recorded({"cpu_samples": (6.1, 6.3), "n_shared_core": 0})
+    assert cpu_recorded({"cpu_samples": (), "n_shared_core": 3})
+    assert not cpu_recorded({"cpu_samples": (), "n_shared_core": 0})
+    assert not cpu_recorded({"cpu_samples": float("nan"), "n_shared_core": float("nan")})
+    runs = snapshot.Snapshot.from_dir(FIXTURE).runs.drop(columns=["mean_cpu_seconds_per_100"])
+    old = summarize(fixture_view(), runs)  # no CPU column at all: wall seconds everywhere
+    assert not any(cpu_recorded(r) for _, r in old.iterrows())
+    assert set(time_reductions(old)["basis"]) <= {"wall"}
+    assert "CPU s / 100" not in time_table(old, runs).columns
 
 
 def test_the_reports_floor_is_where_committed_runs_stop_costing_more():

@@ -148,6 +148,15 @@ def summarize(study: StudyView, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=summary_columns())
 
 
+def cpu_recorded(row) -> bool:
+    """A cell (a row of ``summarize``) recorded CPU time: some of its runs had a core to themselves
+    (``cpu_samples``), or all that recorded it shared one (``n_shared_core``). A snapshot from before the CPU
+    column has neither, and its time is compared on wall seconds."""
+    samples = row.get("cpu_samples")
+    shared = row.get("n_shared_core")
+    return (isinstance(samples, (tuple, list)) and len(samples) > 0) or (is_number(shared) and shared > 0)
+
+
 def _axis_row(values: Mapping[str, Any]) -> Dict[str, Any]:
     """A cell's axes (``uwbench.axes.cell_names``) as summary columns: whole numbers as int (None when
     missing), text as is ('' when missing; a model without a writer is 'none', as its run tag)."""

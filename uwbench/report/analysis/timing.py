@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import pandas as pd
 
-from uwbench.report.analysis.summary import REDUCED_WRITERS
+from uwbench.report.analysis.summary import REDUCED_WRITERS, cpu_recorded
 from uwbench.values import is_number
 
 
@@ -27,7 +27,7 @@ def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
         twin = regular.get(tuple(str(r[k]) for k in keys))
         if twin is None:
             continue
-        cpu = _cpu_recorded(r) and _cpu_recorded(twin)
+        cpu = cpu_recorded(r) and cpu_recorded(twin)
         t, t_reg = (r["cpu100_mean"], twin["cpu100_mean"]) if cpu else (r["sec100_mean"], twin["sec100_mean"])
         known = is_number(t) and is_number(t_reg)
         rows.append({"cell": r["cell"], "regular_cell": twin["cell"], "model": r["model"],
@@ -39,11 +39,6 @@ def time_reductions(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["cell", "regular_cell", "model", "controller", "writer", "task", "seq_len",
                                        "memory_size", "cache_size", "sec100", "sec100_regular", "basis",
                                        "basis_regular", "reduction"])
-
-
-def _cpu_recorded(row) -> bool:
-    """The cell's runs recorded CPU time: some had a core to themselves, or all shared one."""
-    return is_number(row["cpu100_mean"]) or bool(row.get("n_shared_core") or 0)
 
 
 def devices(summary: pd.DataFrame) -> List[str]:

@@ -21,7 +21,7 @@ from uwbench import axes, metrics
 from uwbench.report.analysis import cores
 from uwbench.report.analysis.labels import (cap, column_label, label_flags, model_label, needs, needs_in_order,
                                             sort_value, task_label, varies, writer_rank)
-from uwbench.report.analysis.summary import extra_axes, metric_info
+from uwbench.report.analysis.summary import cpu_recorded, extra_axes, metric_info
 from uwbench.report.analysis.timing import devices, time_reductions, training_note
 from uwbench.report.data.study import StudyView
 from uwbench.report.rendering.text import csv_value, int_text, ours_text, rounded, short_number, time_text
@@ -174,7 +174,7 @@ def time_table(summary: pd.DataFrame, runs: Optional[pd.DataFrame] = None) -> Op
     has_paper = timed["paper_time_reduction"].map(is_number).any()
     shared = int(timed["n_shared_core"].sum()) if "n_shared_core" in timed.columns else 0
     # snapshots from before the CPU column have none; runs that all shared their cores have no CPU figure
-    has_cpu = bool(timed["cpu100_mean"].map(is_number).any()) or shared > 0
+    has_cpu = any(cpu_recorded(r) for _, r in timed.iterrows())
     columns = ["Model", "Task", "T", "D", "s / 100 updates"] + (["CPU s / 100"] if has_cpu else [])
     # the regular twin's time on the basis its reduction is computed on: CPU seconds where both sides have them
     regular_column = "regular writing's CPU s / 100" if has_cpu else "vs regular (s / 100)"

@@ -42,7 +42,7 @@ import pandas as pd
 from uwbench.report.analysis import cores
 from uwbench.report.analysis.compute import Compute, compute
 from uwbench.report.analysis.labels import cap, column_label, label_flags, model_label
-from uwbench.report.analysis.summary import OK, metric_info
+from uwbench.report.analysis.summary import OK, cpu_recorded, metric_info
 from uwbench.report.data.study import StudyView
 from uwbench.report.verdicts import regime as regime_mod, stats
 from uwbench.report.verdicts.claims import CLAIMS, SERIES_AXES, TWIN_AXES, Claim, Side  # noqa: F401 - re-exported
@@ -214,7 +214,7 @@ def combine(verdicts: Sequence[str]) -> str:
 def _value(row, measure: str, label: str, regimes: Mapping[str, Regime]) -> Value:
     if measure == "time":
         shared = int(row.get("n_shared_core") or 0)
-        cpu = bool(row["cpu_samples"]) or shared > 0  # CPU time recorded (by runs kept or left out)
+        cpu = cpu_recorded(row)
         samples = tuple(row["cpu_samples"]) if cpu else tuple(row["wall_samples"])
         return _from_samples(samples, label + (" (CPU)" if cpu else " (wall)"),
                              wall=number_or_none(row["sec100_mean"]) if cpu else None, shared=shared)
