@@ -2,7 +2,6 @@
 ignores the ones after it while it ends its runs (after a Ctrl-C that reached it, its parent sends SIGTERM)."""
 from __future__ import annotations
 
-import os
 import signal
 import time
 
@@ -10,8 +9,10 @@ import pytest
 
 
 def _signal_self(signum) -> None:
-    os.kill(os.getpid(), signum)
-    time.sleep(0.2)  # the handler runs in the main thread between bytecodes
+    """The signal delivered to this (the main) thread itself, so its handler runs before the call returns; a
+    signal sent to the process could land on another thread of the test process and be handled late."""
+    signal.raise_signal(signum)
+    time.sleep(0.01)  # the handler runs in the main thread between bytecodes
 
 
 def test_sigterm_stops_the_process_as_ctrl_c_does_every_time():
