@@ -26,8 +26,17 @@ def test_sigterm_stops_the_process_as_ctrl_c_does_every_time():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+@pytest.fixture
+def interactive_sigint():
+    """SIGINT as an interactive process has it (Ctrl-C raises KeyboardInterrupt), whatever the shell that
+    started the tests did: a command started in the background with `&` inherits SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_worker_stops_on_the_first_signal_and_ends_its_runs_through_the_next(first):
+def test_a_worker_stops_on_the_first_signal_and_ends_its_runs_through_the_next(first, interactive_sigint):
     from uwbench.sweeps.common import terminate_as_interrupt
 
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
@@ -42,3 +51,18 @@ def test_a_worker_stops_on_the_first_signal_and_ends_its_runs_through_the_next(f
                 cleaned = True
     assert cleaned
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_worker_started_in_the_background_keeps_ignoring_ctrl_c_and_still_stops_on_sigterm():
+    from uwbench.sweeps.common import terminate_as_interrupt
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `sweep ... &` leaves it
+    try:
+        with terminate_as_interrupt(once=True):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            _signal_self(signal.SIGINT)  # ignored: nothing is raised
+            with pytest.raises(KeyboardInterrupt, match="signal 15"):
+                _signal_self(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
