@@ -104,6 +104,13 @@ def connect_timeout() -> float:
 NATIVE_CACHE_ENV = "UWBENCH_NATIVE_CACHE"
 
 
+def user_cache_dir() -> str:
+    """uwbench's per-user cache: ``$XDG_CACHE_HOME/uwbench`` or ``~/.cache/uwbench`` (what one machine's
+    projects share: built kernels, an empty MLflow store to copy)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "uwbench")
+
+
 def native_cache_dir() -> str:
     """Where the native kernels' compiled library goes: ``$UWBENCH_NATIVE_CACHE``, else
     ``$XDG_CACHE_HOME/uwbench/native`` or ``~/.cache/uwbench/native`` (per user, not per runs folder: one
@@ -111,8 +118,7 @@ def native_cache_dir() -> str:
     path = os.environ.get(NATIVE_CACHE_ENV)
     if path:
         return os.path.abspath(path)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "uwbench", "native")
+    return os.path.join(user_cache_dir(), "native")
 
 
 def inductor_cache_dir() -> str:

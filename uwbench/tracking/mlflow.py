@@ -273,9 +273,61 @@ def _prepare_sqlite_store(uri: str, path: str) -> None:
     with open(path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            if not os.path.exists(path) or os.path.getsize(path) == 0:
+                _copy_empty_store(path)
             MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _empty_store_template() -> Optional[str]:
+    """An MLflow store with this MLflow's whole schema and no experiment, made once per user and MLflow
+    version under ``env.user_cache_dir()`` (its migrations take seconds; a copy, milliseconds). It holds no
+    "Default" experiment: MLflow adds that one when it opens a copy, with the copy's own artifact folder.
+    None where the cache cannot be written (the store is then migrated in place, as MLflow does)."""
+    folder = os.path.join(env.user_cache_dir(), "mlflow-stores")
+    template = os.path.join(folder, f"empty-mlflow-{mlflow.__version__}.db")
+    if os.path.exists(template):
+        return template
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, part = tempfile.mkstemp(prefix=".empty-", suffix=".db", dir=folder)
+        os.close(fd)
+        os.remove(part)  # MLflow migrates a file it creates itself
+        try:
+            MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
+            _drop_default_experiment(part)
+            os.replace(part, template)  # atomic: a process starting meanwhile sees no template or a whole one
+        finally:
+            for leftover in (part, part + "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+    except OSError:
+        return None
+    return template
+
+
+def _drop_default_experiment(path: str) -> None:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("DELETE FROM experiments WHERE experiment_id = 0")
+
+
+def _copy_empty_store(path: str) -> None:
+    """A fresh store at ``path`` as a copy of the empty template; nothing where there is no template."""
+    import shutil
+
+    template = _empty_store_template()
+    if template is None:
+        return
+    part = f"{path}.{os.getpid()}.part"
+    try:
+        shutil.copyfile(template, part)
+        os.replace(part, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
 
 
 def _artifact_root(uri: str) -> Optional[str]:
