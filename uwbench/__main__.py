@@ -1,5 +1,3 @@
-import sys
+from uwbench.cli import run
 
-from uwbench.cli import main
-
-sys.exit(main())
+run()

@@ -64,6 +64,15 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
 DEBUG_HELP = "on an error, show the traceback instead of the one-line message (also UWBENCH_DEBUG=1)"
 
 
+def run() -> None:
+    """The ``uwbench`` command: ``main`` on the command line's arguments, then the process ends with its exit
+    status, less the interpreter's teardown (``uwbench.shutdown``). An exception ``main`` lets through (none
+    should) ends the process the ordinary way, with its traceback."""
+    from uwbench.shutdown import exit_now
+
+    exit_now(main())
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -423,6 +423,9 @@ def worker_main(s: Settings, stop, index: int, faults=None) -> None:
             if fault is None or faults is None:
                 raise
             faults.put(fault)
+    from uwbench.shutdown import exit_now
+
+    exit_now(0)  # its work done and recorded: the parent need not wait out this process's teardown
 
 
 def _serve(s: Settings, stop, index: int) -> None:
