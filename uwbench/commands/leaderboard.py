@@ -225,8 +225,11 @@ def _benchmark(args) -> int:
 
 def _sweep(path: str, args) -> None:
     from uwbench.spec import load_plan
+    from uwbench.sweeps.backends.worker_processes import warm_up
     from uwbench.sweeps.driver import Options, sweep
 
+    if args.workers != 0:
+        warm_up()
     plan = load_plan(path, args.profile)
     options = Options(workers=args.workers, checkpoint_dir=args.checkpoint_dir,
                       system_metrics=not args.no_system_metrics)

@@ -71,6 +71,10 @@ def _sweep(args) -> int:
     from uwbench.sweeps.planning import Options, parse_population
 
     population = parse_population(args.population)  # refused before anything is recorded
+    if args.backend == "optuna" and args.workers != 0:  # its workers' imports overlap this process's set-up
+        from uwbench.sweeps.backends.worker_processes import warm_up
+
+        warm_up()
     plan = load_plan(args.study, args.profile, overrides=overrides(args.assignments), cells=args.cells)
     if plan.skipped_cells:
         print(f"--cells: {len(plan.cells)} of {len(plan.cells) + len(plan.skipped_cells)} cells "

@@ -51,7 +51,6 @@ Modules: this one (the engine: options, opening the studies, supervising the wor
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import socket
@@ -62,6 +61,7 @@ from uwbench import errors
 from uwbench.spec import Plan
 from uwbench.sweeps import common, planning
 from uwbench.sweeps.backends.optuna_studies import Settings, Studies, open_storage
+from uwbench.sweeps.backends import worker_processes
 from uwbench.sweeps.backends.optuna_worker import POLL_S, TrialRunner, say, worker_main
 from uwbench.sweeps.storage import make_storage, storage_url
 
@@ -133,25 +133,20 @@ class Backend:
                 time.sleep(POLL_S)
 
     def _run_workers(self, tick, state) -> None:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = worker_processes.context()
         restarts = 0
         max_restarts = 2 * self.workers + 3
         stop = ctx.Event()
         faults = ctx.Queue()  # a worker's fault of the machine (its one line): the sweep stops on it
 
         def start(i: int):
-            saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-            if self.devices[i] is not None:  # the child inherits it at spawn: only its GPU(s) are visible
-                os.environ["CUDA_VISIBLE_DEVICES"] = self.devices[i]
-            try:
-                p = ctx.Process(target=worker_main, args=(self.settings, stop, i, faults),
-                                name=f"uwbench-worker-{i}", daemon=False)
-                p.start()
-            finally:
-                if saved is None:
-                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-                else:
-                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
+            environ = dict(os.environ)
+            if self.devices[i] is not None:  # only its GPU(s) are visible to it
+                environ["CUDA_VISIBLE_DEVICES"] = self.devices[i]
+            p = ctx.Process(target=worker_processes.worker_entry,
+                            args=(environ, worker_main, self.settings, stop, i, faults),
+                            name=f"uwbench-worker-{i}", daemon=False)
+            p.start()
             return p
 
         procs = [start(i) for i in range(self.workers)]
