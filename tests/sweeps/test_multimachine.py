@@ -198,6 +198,44 @@ def test_a_machine_frozen_past_the_grace_period_gives_its_trial_up(plugin_env, t
     assert len(resumed) == 1 and resumed.iloc[0]["tags.status"] == "finished"
 
 
+def test_stale_heartbeats_are_not_judged_just_after_this_process_was_frozen():
+    from uwbench.sweeps.backends.optuna import judging_heartbeats
+
+    state: dict = {}
+    interval, grace = 10, 60
+    assert all(judging_heartbeats(state, t, interval, grace) for t in (0.0, 0.5, 1.0, 29.0))  # a gap of 28 s: fine
+    assert not judging_heartbeats(state, 400.0, interval, grace)  # 371 s without a call: frozen
+    assert not judging_heartbeats(state, 419.5, interval, grace)  # its workers are given two heartbeats
+    assert judging_heartbeats(state, 420.0, interval, grace)
+    assert judging_heartbeats(state, 420.5, interval, grace)
+
+
+def test_a_machine_frozen_whole_past_the_grace_period_goes_on_with_its_own_trials(plugin_env, tmp_path):  # noqa: F811
+    """One machine, its sweep and its workers stopped together (SIGSTOP, as a suspended laptop) for longer
+    than the grace period: when it wakes, its own workers are alive and beat again, so the sweep takes
+    none of their trials away from them: no trial abandoned, no retry spent."""
+    from optuna.trial import TrialState
+
+    from uwbench.spec import load_plan
+
+    env, uri = plugin_env
+    study = study_file(tmp_path, "asleep", FAITHFUL)
+    storage = "journal:" + str(tmp_path / "shared-disk" / "asleep.journal")
+    only = start_machine(tmp_path, "machine1", env, study, "--storage", storage, "--tracking-uri", uri,
+                         *FAST_HEARTBEAT, *POPULATIONS_OF_TWO)
+    try:
+        _wait_for(lambda: running_trial_of(storage, only.folder), timeout=240, what="a trial on the machine")
+        os.killpg(only.pid, signal.SIGSTOP)
+        time.sleep(12)  # more than twice the grace period of FAST_HEARTBEAT
+    finally:
+        os.killpg(only.pid, signal.SIGCONT)
+    out = wait_machine(only)
+    assert only.returncode == 0, out[-3000:]
+    assert "abandoned" not in out and "taken over" not in out, out[-3000:]
+    assert not [t for t in optuna_trials(storage) if t.state == TrialState.FAIL]
+    exactly_planned(uri, "asleep", load_plan(study).n_runs())
+
+
 @pytest.mark.slow
 def test_two_machines_on_postgresql_and_an_mlflow_server(plugin_env, tmp_path, postgres):  # noqa: F811
     from uwbench.spec import load_plan

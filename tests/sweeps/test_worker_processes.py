@@ -52,3 +52,4 @@ def _imported(queue) -> None:
     import sys
 
     queue.put({name: name in sys.modules for name in worker_processes.PRELOAD})
+

@@ -19,7 +19,8 @@ grace period and fails them; the one process whose FAIL lands first enqueues a r
 params and user attrs (Optuna's ``RetryHeartbeatStaleTrialCallback``), so the retry exists once. The
 per-machine lock lets a sweep recover at once what *its own machine* left RUNNING (a killed sweep on this machine,
 a dead worker of its own), without waiting for the grace period; a live trial of another machine is
-never touched.
+never touched. A sweep process that was itself frozen (SIGSTOP, a suspended machine) judges no heartbeat
+for two intervals after it wakes, so its own workers, frozen with it, keep their trials (``judging_heartbeats``).
 
 Resuming a trial. A retry inherits the MLflow run id of the trial it replaces (user attr
 ``mlflow_run_id``): a run that had ended before its worker died is told from what MLflow holds, not
@@ -109,6 +110,8 @@ class Backend:
     def _housekeeping(self, state: Dict[str, float]) -> None:
         self.studies.enqueue()
         now = time.time()
+        if not judging_heartbeats(state, now, self.settings.heartbeat_interval, self.settings.grace_period):
+            return
         if now - state.get("stale", 0.0) >= max(1.0, self.settings.heartbeat_interval / 2):
             state["stale"] = now
             self.studies.fail_stale()
@@ -193,6 +196,20 @@ class Backend:
 
     def close(self) -> None:
         pass
+
+
+def judging_heartbeats(state: Dict[str, float], now: float, interval: float, grace: float) -> bool:
+    """Whether this sweep process may fail trials whose heartbeat is stale at ``now`` (``state`` keeps what
+    it needs between calls, which come every ``POLL_S``). Not for ``2 * interval`` seconds after a gap of
+    more than half the grace period between two calls: this process was frozen (SIGSTOP, a suspended
+    machine, a stalled disk), and its own workers most likely with it, so their heartbeats are as old as
+    the gap although they are alive; in that time every live worker beats again. A worker that is really
+    gone is failed that much later."""
+    last = state.get("tick")
+    state["tick"] = now
+    if last is not None and now - last > grace / 2:
+        state["thawed"] = now
+    return now - state.get("thawed", float("-inf")) >= 2 * interval
 
 
 def _raise_fault(faults) -> None:
