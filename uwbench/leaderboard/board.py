@@ -68,7 +68,7 @@ BETTER, WORSE, NS = "better", "worse", "n.s."
 OUTCOMES = (BETTER, WORSE, NS, verdicts.NOT_TESTABLE)
 MIN_CONVERGED = 0.8  # the share of baseline cells that must have converged for a board to be committed
 NO_RUN = "no finished run"  # the state of a baseline cell the board lacks (its runs failed or never ran)
-OUTCOME_OF = {verdicts.YES: BETTER, verdicts.NO: WORSE, verdicts.INCONCLUSIVE: NS,
+OUTCOME_OF = {verdicts.YES: BETTER, verdicts.NO: WORSE, verdicts.INCONCLUSIVE: NS, verdicts.FEW_SEEDS: NS,
             verdicts.NOT_TESTABLE: verdicts.NOT_TESTABLE,
             # a board's cells never have the paper's budget; were one to, an unconverged side is not testable
             verdicts.YES_UNSETTLED: verdicts.NOT_TESTABLE, verdicts.NO_UNSETTLED: verdicts.NOT_TESTABLE}

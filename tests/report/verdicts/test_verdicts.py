@@ -147,7 +147,8 @@ def test_the_one_rule_gate():
     verdict, why = verdicts.gate(Value(95, 1, 3, "UW"), Value(70, 2, 3, "DNC", regime=CONVERGED), True)
     assert verdict == NOT_TESTABLE and "unknown" in why  # no regime: never assumed converged
     assert verdicts.gate(Value(95, 1, 3, "UW"), Value(70, 2, 3), needs_regime=False) == (None, "")  # time claims
-    assert "seeds" in verdicts.gate(Value(95, None, 1, regime=CONVERGED), Value(70, 2, 3, regime=CONVERGED), True)[1]
+    assert verdicts.gate(Value(95, None, 1, "UW", regime=CONVERGED), Value(70, 2, 3, "DNC", regime=CONVERGED),
+                         True) == (verdicts.FEW_SEEDS, "UW: 1 seed")
     assert verdicts.gate(Value(1.0, 0.1, 3), Value(2.0, 0.1, 3), False, same_device=False)[0] == INCONCLUSIVE
 
 
@@ -203,7 +204,8 @@ def test_clear_yes_clear_no_and_overlap():
     assert overlap.comparisons[0].p > 0.05
     one_seed = result("uw-beats-regular", frame(cell("reg", mean=70, std=None, n=1),
                                                 cell("uw", writer="uniform", mean=95, std=None, n=1)))
-    assert one_seed.verdict == INCONCLUSIVE
+    assert one_seed.verdict == verdicts.FEW_SEEDS == "not testable with fewer than 2 seeds"
+    assert one_seed.comparisons[0].reason == "DNC+UW: 1 seed; DNC: 1 seed"
 
 
 def test_a_claim_is_no_when_any_comparison_is_no_and_yes_only_when_all_are():
@@ -219,6 +221,9 @@ def test_a_claim_is_no_when_any_comparison_is_no_and_yes_only_when_all_are():
     assert verdicts.combine([YES, ys]) == ys and verdicts.combine([YES, YES]) == YES
     assert verdicts.combine([ys, ns]) == ns and verdicts.combine([ns, NO]) == NO
     assert verdicts.combine([ys, INCONCLUSIVE]) == INCONCLUSIVE and verdicts.combine([ys, NOT_TESTABLE]) == NOT_TESTABLE
+    few = verdicts.FEW_SEEDS
+    assert verdicts.combine([INCONCLUSIVE, few]) == few and verdicts.combine([few, NOT_TESTABLE]) == NOT_TESTABLE
+    assert verdicts.combine([YES, few]) == few  # a yes beside an untested comparison is not the claim's yes
 
 
 def test_pairs_hold_the_other_axes_fixed_and_absent_claims_are_skipped():
@@ -310,7 +315,7 @@ def test_ablation_window_claim():
     assert result("uw-gain-peaks", ablation([25, 5, 3, 1])).verdict == NO  # peak at 6 %, outside
     assert result("uw-gain-peaks", ablation([1, 6, 5, 4], stds=(1.5, 4.0))).verdict == INCONCLUSIVE
     assert result("uw-gain-peaks", ablation([1, 20], memory=(9, 14))) is None  # 20 %, 30 %: nothing outside
-    assert result("uw-gain-peaks", ablation([1, 20, 15, 2], n=1)).verdict == INCONCLUSIVE
+    assert result("uw-gain-peaks", ablation([1, 20, 15, 2], n=1)).verdict == verdicts.FEW_SEEDS
     panels = pd.concat([ablation([1, 20, 15, 2]).assign(controller="lstm"),
                         ablation([1, 20, 15, 2]).assign(controller="rnn",
                                                         cell=lambda f: f["cell"] + "-rnn")], ignore_index=True)
@@ -373,7 +378,7 @@ def test_report_has_the_verdicts_section(tmp_path):
     assert "## Search analysis" not in readme  # a faithful study searches nothing
     claims = pd.read_csv(tmp_path / "fixture_copy" / "verdicts.csv")
     assert set(claims["claim"]) <= {c.id for c in verdicts.CLAIMS} and len(claims)
-    assert set(claims["verdict"]) <= {YES, NO, INCONCLUSIVE, NOT_TESTABLE}
+    assert set(claims["verdict"]) <= {YES, NO, INCONCLUSIVE, NOT_TESTABLE, verdicts.FEW_SEEDS}
     assert os.path.exists(tmp_path / "fixture_copy" / "regimes.csv")
     order = pd.read_csv(tmp_path / "fixture_copy" / "orderings.csv")
     assert list(order["column"]) == ["T=50", "T=100"]

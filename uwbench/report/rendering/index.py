@@ -232,7 +232,7 @@ def write_index(root: str, studies_dir: str = "studies") -> str:
             "its worst cell's verdict. The claims column says whether the paper's claims hold: **yes** / **no** "
             "(Welch's t-test, Holm-corrected across a claim's comparisons, α = 0.05; at the paper's own budget with a "
             "curve still moving, **yes / no at the paper's budget, not converged**), **inconclusive** (within "
-            "the noise), or **not testable at this budget** (below the paper's budget a side had not converged: its "
+            "the noise), **not testable with fewer than 2 seeds** (a side has one), or **not testable at this budget** (below the paper's budget a side had not converged: its "
             "curve rising or falling, its training loss at the guessing level, or too few evaluations in its last "
             "quarter to tell; the list below the table gives each report's reason). A time claim is tested on "
             "CPU seconds of the runs that had a core to themselves (**not testable on shared cores** where a side "

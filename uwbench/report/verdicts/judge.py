@@ -14,8 +14,9 @@ The rule, one for every comparison of a claim:
 2. **not testable on shared cores** when a side of a time comparison has fewer than ``stats.MIN_SEEDS``
    runs that had a CPU core to themselves while they trained (``analysis.cores``): a run that took turns
    on a core spends more CPU time per update, so its time is not its writer's.
-   **inconclusive** when a side has fewer than ``stats.MIN_SEEDS`` finished seeds, or (time) the sides
-   ran on different devices.
+   **not testable with fewer than 2 seeds** (``stats.MIN_SEEDS``) when a side has fewer finished seeds
+   than that (no test can be made of one value: more seeds would decide), **inconclusive** when (time)
+   the sides ran on different devices.
 3. Otherwise Welch's t-test of the two sides' per-seed values (``stats.welch``), and Holm's correction
    across the tested comparisons of the claim at ``stats.ALPHA`` (``stats.holm``): **yes** when rejected
    with the claimed winner better, **no** when rejected with it worse, **inconclusive** when the
@@ -28,7 +29,8 @@ Time claims are judged on CPU seconds per 100 updates of the runs that had a cor
 wall seconds shown beside them; they need no convergence. A claim is **no** when any comparison is no,
 else no-not-converged when any is, **yes** when every comparison is yes, yes-not-converged when every
 one is a yes of either kind, **not testable at this budget** when a comparison is not
-testable, **not testable on shared cores** when one is that, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
+testable, **not testable on shared cores** when one is that, **not testable with fewer than 2 seeds** when
+one is that, inconclusive otherwise. The ablation's claim (UW helps most at compression ratios of about
 10-40%, paper Section 3.1 and Fig. 2 a, c) compares, per model, controller, task and T, the per-seed
 gains of UW over regular writing at the best ratio inside that window with those at the best outside it.
 """
@@ -58,6 +60,8 @@ YES_UNSETTLED, NO_UNSETTLED = "yes at the paper's budget, not converged", "no at
 # others' CPU times include the cost of sharing one, so they do not measure the writer.
 NOT_TIMED = "not testable on shared cores"
 MIN_SEEDS = stats.MIN_SEEDS
+# A comparison with a side of fewer than MIN_SEEDS finished seeds: Welch's test needs two values a side.
+FEW_SEEDS = f"not testable with fewer than {MIN_SEEDS} seeds"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -142,7 +146,7 @@ class ClaimResult:
 
 
 def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = True) -> Tuple[Optional[str], str]:
-    """The checks before a test: (NOT_TESTABLE or INCONCLUSIVE, reason), or (None, '') when it can be tested."""
+    """The checks before a test: (a verdict that is not a test's, reason), or (None, '') when it can be tested."""
     if needs_regime:
         stuck = [v for v in (winner, loser) if v.regime is None or not v.regime.testable]
         if stuck:
@@ -156,8 +160,9 @@ def gate(winner: Value, loser: Value, needs_regime: bool, same_device: bool = Tr
             for v in short)
     if winner.mean is None or loser.mean is None:
         return INCONCLUSIVE, "a side has no value"
-    if min(winner.n, loser.n) < MIN_SEEDS:
-        return INCONCLUSIVE, f"fewer than {MIN_SEEDS} seeds on a side"
+    few = [v for v in (winner, loser) if v.n < MIN_SEEDS]
+    if few:
+        return FEW_SEEDS, "; ".join(f"{v.label}: {v.n} seed{'s' if v.n != 1 else ''}" for v in few)
     if not same_device:
         return INCONCLUSIVE, "timed on different devices"
     return None, ""
@@ -208,6 +213,8 @@ def combine(verdicts: Sequence[str]) -> str:
         return NOT_TESTABLE
     if any(v == NOT_TIMED for v in verdicts):
         return NOT_TIMED
+    if any(v == FEW_SEEDS for v in verdicts):
+        return FEW_SEEDS
     return INCONCLUSIVE
 
 
