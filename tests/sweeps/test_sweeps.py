@@ -299,7 +299,8 @@ def test_killed_worker_and_killed_sweep_end_with_exactly_the_planned_runs(plugin
 
 def test_a_background_sweep_stopped_with_kill_ends_as_interrupted_and_resumes(plugin_env, tmp_path):
     """A shell starts a background job with SIGINT ignored, so Ctrl-C's signal cannot reach it: `kill PID`
-    (SIGTERM, to the parent alone) stops it as Ctrl-C would, its workers too, and the same command resumes."""
+    (SIGTERM, to the parent alone) stops it as Ctrl-C would, its workers too, and the same command resumes.
+    A stop asked for spends no retry: with none allowed (``--max-retries 0``) the stopped run still resumes."""
     env, uri = plugin_env
     path = study_file(tmp_path, "termme", """
         mode: faithful
@@ -310,7 +311,8 @@ def test_a_background_sweep_stopped_with_kill_ends_as_interrupted_and_resumes(pl
         seeds: [0, 1]
     """)
     journal = os.path.join(env["UWBENCH_RUNS_DIR"], "optuna", "termme.journal")
-    proc = _sweep_process(env, path, uri, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc = _sweep_process(env, path, uri, "--max-retries", "0",
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         worker, _ = _wait_for(lambda: _running_trial(journal, "termme."), what="a running trial")
         os.kill(proc.pid, signal.SIGTERM)
@@ -328,10 +330,11 @@ def test_a_background_sweep_stopped_with_kill_ends_as_interrupted_and_resumes(pl
     _wait_for(gone, timeout=30, what="its worker to end with it")
     df = runs(uri, "termme")
     assert set(df.loc[df["tags.role"] == "cell", "status"]) <= {"KILLED", "FINISHED"}  # no cell run left RUNNING
-    sweep(env, path, "--workers", "0", "--tracking-uri", uri)
+    sweep(env, path, "--workers", "0", "--max-retries", "0", "--tracking-uri", uri)
     _, children = check_layout(runs(uri, "termme"), "termme", {"sleepy"}, "optuna")
     assert len(children) == 2 and sorted(children["tags.seed"].astype(int)) == [0, 1]  # none lost or repeated
-    assert set(children["status"]) == {"FINISHED"}
+    assert set(children["status"]) == {"FINISHED"} and set(children["tags.status"]) == {"finished"}
+    assert "tags.retry_of" not in children or children["tags.retry_of"].isna().all()  # resumed, not retried
 
 
 @pytest.fixture

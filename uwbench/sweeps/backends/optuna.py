@@ -31,7 +31,9 @@ trial interrupted more than ``max_retries`` times is recorded as failed.
 Faults. A trial stopped by a fault of the machine (``errors.fault``: a full disk, a store that does not
 answer) is put back to WAITING (``TrialRunner.requeue``; the trials of this machine's other workers, stopped
 with it, too: ``Studies.requeue_local``), so no retry is spent on it and no outcome recorded; a worker that
-meets one hands its line to the sweep through a queue and ends, and the sweep stops on it.
+meets one hands its line to the sweep through a queue and ends, and the sweep stops on it. A stop the user
+asks for (Ctrl-C, SIGTERM) puts this machine's running trials back to WAITING the same way: stopping and
+resuming a sweep spends no retry.
 
 Populations. A worker that claims a WAITING trial also claims the other WAITING trials of its cell and
 phase that can train with it (final trials that differ only in seed, learning rate and clip; search
@@ -128,12 +130,16 @@ class Backend:
         if self.devices[0] is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = self.devices[0]
         runner = TrialRunner(self.settings, f"{socket.gethostname()}:{os.getpid()}", note=self.note)
-        while True:
-            self._housekeeping(state)
-            if tick():
-                return
-            if not runner.run_one():
-                time.sleep(POLL_S)
+        try:
+            while True:
+                self._housekeeping(state)
+                if tick():
+                    return
+                if not runner.run_one():
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self.studies.requeue_local()  # as for workers: a stop asked for spends no retry
+            raise
 
     def _run_workers(self, tick, state) -> None:
         ctx = worker_processes.context()
@@ -184,8 +190,10 @@ class Backend:
                 if p.is_alive():
                     p.kill()
                     p.join()
-            if self.studies is not None and errors.fault(exc) is not None:
-                self.studies.requeue_local()  # their runs were cut short by the fault: run them again, no retry spent
+            if self.studies is not None and (errors.fault(exc) is not None or isinstance(exc, KeyboardInterrupt)):
+                # their runs were cut short by the fault, or by the stop the user asked for: they wait to be run
+                # again (the same MLflow runs, from their checkpoints), and no retry is spent on them
+                self.studies.requeue_local()
             if self.studies is not None:
                 self.studies.recover_local()  # none of our workers is alive any more
             raise
