@@ -43,7 +43,7 @@ LAYERS = [
     {"uwbench", "uwbench.env", "uwbench.errors", "uwbench.config", "uwbench.suggest", "uwbench.registry",
      "uwbench.paths", "uwbench.values", "uwbench.atomic", "uwbench.theory", "uwbench.writer_bounds", "uwbench.axes",
      "uwbench.metrics", "uwbench.selection", "uwbench.native", "uwbench.writing", "uwbench.tasks",
-     "uwbench.models", "uwbench.analysis", "uwbench.tabular", "uwbench.png"},
+     "uwbench.models", "uwbench.analysis", "uwbench.tabular", "uwbench.png", "uwbench.shutdown"},
     # study files, the trainer, MLflow
     {"uwbench.spec", "uwbench.training", "uwbench.tracking"},
     # the recorded runs (runs.csv, curves.csv, traces.csv): what sweeps restore and reports compute from

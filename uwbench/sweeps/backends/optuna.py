@@ -49,8 +49,8 @@ GPUs. ``--workers N`` on a machine with G GPUs gives worker i GPU ``i mod G`` th
 ``CUDA_VISIBLE_DEVICES`` (``planning.worker_devices``).
 
 Modules: this one (the engine: options, opening the studies, supervising the workers), ``optuna_studies``
-(the record and the planning of trials), ``optuna_worker`` (claiming and running trials) and
-``optuna_heartbeat``.
+(the record and the planning of trials), ``optuna_worker`` (claiming and running trials),
+``optuna_heartbeat`` and ``worker_processes`` (how the worker processes start: forked from a warm server).
 """
 from __future__ import annotations
 
