@@ -219,14 +219,16 @@ def test_a_machine_frozen_whole_past_the_grace_period_goes_on_with_its_own_trial
     from uwbench.spec import load_plan
 
     env, uri = plugin_env
-    study = study_file(tmp_path, "asleep", FAITHFUL)
+    # one population of two 30-update runs (3 s each), frozen while it trains
+    study = study_file(tmp_path, "asleep", ("mode: faithful\n" + TASK + TRAIN % 30
+                                            + f"cells: [{SLEEPY % 'sleepy'}]\nseeds: [0, 1]\n"))
     storage = "journal:" + str(tmp_path / "shared-disk" / "asleep.journal")
     only = start_machine(tmp_path, "machine1", env, study, "--storage", storage, "--tracking-uri", uri,
                          *FAST_HEARTBEAT, *POPULATIONS_OF_TWO)
     try:
         _wait_for(lambda: running_trial_of(storage, only.folder), timeout=240, what="a trial on the machine")
         os.killpg(only.pid, signal.SIGSTOP)
-        time.sleep(12)  # more than twice the grace period of FAST_HEARTBEAT
+        time.sleep(8)  # well past the grace period of FAST_HEARTBEAT (5 s)
     finally:
         os.killpg(only.pid, signal.SIGCONT)
     out = wait_machine(only)
