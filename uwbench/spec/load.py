@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Dict, Mapping
 
 import yaml
 from pydantic import ValidationError
@@ -73,9 +73,26 @@ def _check_depth(text: str, path: str) -> None:
 
 def read_yaml(path: str) -> Any:
     """The YAML of a study file; ``SpecError`` naming the file for text that is not UTF-8, nesting deeper than
-    ``MAX_DEPTH``, a key given twice in one mapping, or YAML that does not parse."""
+    ``MAX_DEPTH``, a key given twice in one mapping, or YAML that does not parse. Text parsed before in this
+    process is not parsed again (a report reads every study file several times: its plans, the index's
+    budgets); each caller gets its own copy."""
+    import copy
+    import hashlib
+
     with open(path, "rb") as fh:
         raw = fh.read()
+    key = (path, hashlib.blake2b(raw, digest_size=16).digest())
+    if key not in _PARSED:
+        if len(_PARSED) >= 256:
+            _PARSED.clear()
+        _PARSED[key] = _parse_yaml(raw, path)
+    return copy.deepcopy(_PARSED[key])
+
+
+_PARSED: Dict[Any, Any] = {}  # read_yaml's parsed texts, by file and content
+
+
+def _parse_yaml(raw: bytes, path: str) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
