@@ -15,6 +15,8 @@ so that a change in the machine's load falls on both. Per side it records:
 - per cell: the best objective of its search trials and the mean test value of its final runs, and the
   number of search trials pruned (a population's members report together, so the median pruner has fewer
   finished trials to compare with);
+- ``first_run_after_s``: from the command's start to its first run's (the set-up before any training), and
+  ``after_last_run_s``: from its last run's end to the command's;
 - the machine's load average before and after, so a reader can tell a quiet machine from a busy one.
 
 With ``--time-limit S`` each side is a bounded look instead: the sweep is stopped (SIGTERM, its runs end
@@ -74,19 +76,21 @@ def run_side(study: str, profile: str, workers: int, setting: str, time_limit: f
         out.update(_rate(uri, study, profile, time_limit, sets))
         shutil.rmtree(folder, ignore_errors=True)
         return out
+    began = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    wall, cpu, ended = time.perf_counter() - t0, _children_cpu() - c0, time.time()
     if proc.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     out = {"setting": setting, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
            "load_average_before": [round(x, 2) for x in load0],
            "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-    out.update(_recorded(uri, study, profile, wall, workers))
+    out.update(_recorded(uri, study, profile, wall, workers, began, ended))
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
-def _recorded(uri: str, study: str, profile: str, wall: float, workers: int) -> Dict[str, Any]:
+def _recorded(uri: str, study: str, profile: str, wall: float, workers: int, began: float,
+              ended: float) -> Dict[str, Any]:
     import mlflow
     import pandas as pd
 
@@ -111,8 +115,12 @@ def _recorded(uri: str, study: str, profile: str, wall: float, workers: int) -> 
                        f"final_{objective.at('test').key}_mean": None if test != test else round(float(test), 4),
                        "search_trials_pruned": int((trials["tags.status"] == "pruned").sum()),
                        "populations": int(rows["tags.population"].nunique()) if "tags.population" in rows else 0}
+    first = df["start_time"].min().timestamp()
+    last = df["end_time"].max().timestamp()
     return {"runs": int(len(df)), "train_s": round(train, 2),
-            "training_share": round(train / (wall * workers), 3), "cells": cells}
+            "training_share": round(train / (wall * workers), 3),
+            "first_run_after_s": round(first - began, 2), "after_last_run_s": round(ended - last, 2),
+            "cells": cells}
 
 
 def _rate(uri: str, study: str, profile: str, seconds: float, sets) -> Dict[str, Any]:
