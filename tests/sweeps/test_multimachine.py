@@ -210,6 +210,7 @@ def test_stale_heartbeats_are_not_judged_just_after_this_process_was_frozen():
     assert judging_heartbeats(state, 420.5, interval, grace)
 
 
+@pytest.mark.slow  # a sweep frozen for 8 s; `make test` keeps the rule's own test just above
 def test_a_machine_frozen_whole_past_the_grace_period_goes_on_with_its_own_trials(plugin_env, tmp_path):  # noqa: F811
     """One machine, its sweep and its workers stopped together (SIGSTOP, as a suspended laptop) for longer
     than the grace period: when it wakes, its own workers are alive and beat again, so the sweep takes
