@@ -10,9 +10,12 @@ replaced as quickly.
 
 A fork takes the server's environment, not the parent's as it is when the worker starts, so each worker is
 handed the parent's environment and applies it before anything else (``worker_entry``); multiprocessing
-itself hands over the working folder and ``sys.path``. No library initialises a GPU or starts a thread
-while it is imported, so the fork is as safe as a fresh process (CUDA is initialised in the worker, after
-``CUDA_VISIBLE_DEVICES`` is set). Elsewhere (no ``forkserver``, as on Windows) workers are spawned.
+itself hands over the working folder and ``sys.path``. The server only imports: it runs no torch operation
+and initialises no GPU (CUDA is initialised in the worker, after ``CUDA_VISIBLE_DEVICES`` is set), and the
+one Python thread it has is its main thread. Two native threads start at import, one of torch's and the
+background thread of the memory allocator MLflow's dependencies load (jemalloc); both libraries reset
+their state in a forked child, as they must for torch's own forkserver data loaders. Elsewhere (no
+``forkserver``, as on Windows) workers are spawned.
 """
 from __future__ import annotations
 
