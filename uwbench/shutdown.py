@@ -1,8 +1,8 @@
 """Ending a process without the interpreter's teardown.
 
-Once torch and MLflow are imported, the interpreter takes about a second to tear itself down after a command
-has done its work (module by module, then the shared libraries' destructors): a second of every sweep worker
-and of every command, which a short sweep pays at its end. ``exit_now`` ends the process as ``sys.exit``
+Once torch and MLflow are imported, the interpreter takes most of a second to tear itself down after a command
+has done its work (module by module, then the shared libraries' destructors; docs/speed.md gives the measure):
+time every sweep worker and every command spends, which a short sweep pays at its end. ``exit_now`` ends the process as ``sys.exit``
 would, in the same order, less that teardown: it waits for the threads that are not daemons, runs the exit
 handlers (``atexit``: logging's flush, multiprocessing's finalizers and children, MLflow's), flushes the
 standard streams, and only then leaves with ``os._exit``. What it does not do is what teardown would do
