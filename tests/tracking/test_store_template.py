@@ -81,3 +81,19 @@ def test_an_existing_store_is_never_replaced_by_the_template(tmp_path, cache):
     tracking._READY_STORES.discard(uri)  # as a new process opens it
     tracking.resolve_uri(uri)
     assert [name for _, name, _ in _experiments(store)] == ["Default", "kept"]
+
+
+def test_a_template_that_cannot_be_made_leaves_mlflow_to_make_the_store_and_nothing_in_the_cache(
+        tmp_path, cache, monkeypatch):
+    import sqlite3
+
+    from uwbench.tracking import mlflow as tracking
+
+    def full(path):
+        raise sqlite3.OperationalError("database or disk is full")  # the cache's disk, not the store's
+
+    monkeypatch.setattr(tracking, "_drop_default_experiment", full)
+    store = tmp_path / "mlflow.db"
+    tracking.resolve_uri(f"sqlite:///{store}")
+    assert tracking.ensure_experiment("study", f"sqlite:///{store}") == "1"
+    assert list(cache.iterdir()) == []  # no template, no half-made file left

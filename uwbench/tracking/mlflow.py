@@ -32,7 +32,7 @@ import warnings
 from typing import Any, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
-from uwbench import env, errors
+from uwbench import atomic, env, errors
 from uwbench.errors import UserError
 
 env.apply()
@@ -282,27 +282,23 @@ def _prepare_sqlite_store(uri: str, path: str) -> None:
 
 def _empty_store_template() -> Optional[str]:
     """An MLflow store with this MLflow's whole schema and no experiment, made once per user and MLflow
-    version under ``env.user_cache_dir()`` (its migrations take seconds; a copy, milliseconds). It holds no
-    "Default" experiment: MLflow adds that one when it opens a copy, with the copy's own artifact folder.
-    None where the cache cannot be written (the store is then migrated in place, as MLflow does)."""
-    folder = os.path.join(env.user_cache_dir(), "mlflow-stores")
-    template = os.path.join(folder, f"empty-mlflow-{mlflow.__version__}.db")
+    version under ``env.user_cache_dir()`` (its migrations take about a second; a copy, milliseconds). It
+    holds no "Default" experiment: MLflow adds that one when it opens a copy, with the copy's own artifact
+    folder. None where it cannot be made (a cache that cannot be written, its disk full: the store is then
+    migrated in place, as MLflow does, and a fault is reported for the store's own disk)."""
+    template = os.path.join(env.user_cache_dir(), "mlflow-stores", f"empty-mlflow-{mlflow.__version__}.db")
     if os.path.exists(template):
         return template
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, part = tempfile.mkstemp(prefix=".empty-", suffix=".db", dir=folder)
-        os.close(fd)
-        os.remove(part)  # MLflow migrates a file it creates itself
-        try:
-            MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
-            _drop_default_experiment(part)
-            os.replace(part, template)  # atomic: a process starting meanwhile sees no template or a whole one
-        finally:
-            for leftover in (part, part + "-journal"):
+        with atomic.replacing(template) as part:  # a process starting meanwhile sees no template or a whole one
+            os.remove(part)  # MLflow migrates a file it creates itself
+            try:
+                MlflowClient(tracking_uri=f"sqlite:///{part}").search_experiments(max_results=1)
+                _drop_default_experiment(part)
+            finally:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(leftover)
-    except OSError:
+                    os.remove(part + "-journal")  # SQLite's, left only by a migration that failed
+    except Exception:  # noqa: BLE001 - the template only saves time: any failure falls back to MLflow's own way
         return None
     return template
 
@@ -319,15 +315,9 @@ def _copy_empty_store(path: str) -> None:
     import shutil
 
     template = _empty_store_template()
-    if template is None:
-        return
-    part = f"{path}.{os.getpid()}.part"
-    try:
-        shutil.copyfile(template, part)
-        os.replace(part, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(part)
+    if template is not None:
+        with atomic.replacing(path) as part:
+            shutil.copyfile(template, part)
 
 
 def _artifact_root(uri: str) -> Optional[str]:
